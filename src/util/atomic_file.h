@@ -1,0 +1,37 @@
+// Atomic file writes: data goes to a temporary file beside the target, is fsynced, then
+// renamed over the target (and the directory fsynced), so a kill leaves either the old file
+// or the complete new one, never a torn write.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "util/result.h"
+
+namespace gk {
+
+class AtomicFile {
+ public:
+  static Result<AtomicFile> Create(const std::string& path);
+  AtomicFile(AtomicFile&& other) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  AtomicFile(const AtomicFile&) = delete;
+  ~AtomicFile();  // removes the temporary file unless Commit() succeeded
+
+  Status Write(const void* data, size_t n);
+  Status Write(std::string_view s) { return Write(s.data(), s.size()); }
+  Status Commit();
+  const std::string& path() const { return path_; }
+
+ private:
+  AtomicFile(std::string path, std::string tmp, int fd) : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
+// Whole-file helpers.
+Status WriteFileAtomic(const std::string& path, std::string_view contents);
+Result<std::string> ReadFile(const std::string& path);
+
+}  // namespace gk
