@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -51,12 +52,14 @@ class SafetensorsFile {
   Result<const uint8_t*> Map(const TensorInfo& info) const;
 
  private:
+  friend class SafetensorsSet;  // sets TensorInfo::file_index when a file joins a set
   SafetensorsFile() = default;
   std::string path_;
   int fd_ = -1;
   uint64_t file_size_ = 0;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
+  mutable std::mutex map_mu_;  // guards the lazy mmap: tensors may be mapped from many threads
   mutable void* map_ = nullptr;
 };
 
@@ -73,6 +76,9 @@ class SafetensorsSet {
   Result<const uint8_t*> Map(const TensorInfo& info) const;
 
  private:
+  // Appends a file and indexes its tensors; a name already indexed is an error.
+  Status Add(std::unique_ptr<SafetensorsFile> file);
+
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorInfo> index_;
 };

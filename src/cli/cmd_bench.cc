@@ -1,0 +1,37 @@
+// gemmakit bench model --model DIR [--threads N] [--prompt-len 512] [--gen-len 128] [--repeats 3]
+//                      [--mmap] [--json]
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "tools/bench/model_bench.h"
+
+namespace gk::cli {
+
+int RunBench(int argc, char** argv) {
+  CLI::App app{"Benchmarks; each figure is printed with its ceiling measured in the same run."};
+  app.require_subcommand(1);
+  ModelBenchOptions o;
+  bool mmap = false, json = false;
+  CLI::App* model = app.add_subcommand("model", "prefill and decode tokens/s of a checkpoint");
+  model->add_option("--model", o.model_dir, "model directory")->required();
+  model->add_option("--threads", o.threads, "worker threads (0 = all cores)");
+  model->add_option("--prompt-len", o.prompt_len, "prefill tokens")->check(CLI::Range(1, 1 << 20));
+  model->add_option("--gen-len", o.gen_len, "decoded tokens")->check(CLI::Range(1, 1 << 20));
+  model->add_option("--repeats", o.repeats, "runs; medians are reported")->check(CLI::Range(1, 100));
+  model->add_flag("--mmap", mmap, "stream weights from an mmap of the file instead of anonymous memory");
+  model->add_flag("--json", json, "print one JSON object instead of the table");
+  CLI11_PARSE(app, argc, argv);
+  o.load_mode = mmap ? WeightLoadMode::kMmap : WeightLoadMode::kCopy;
+  auto r = RunModelBench(o);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    std::printf("%s\n", ModelBenchToJson(*r).dump().c_str());
+  } else {
+    std::printf("%s", FormatModelBench(*r).c_str());
+  }
+  return 0;
+}
+
+}  // namespace gk::cli

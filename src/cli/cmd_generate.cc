@@ -1,0 +1,74 @@
+// gemmakit generate --model DIR (--prompt TEXT | --chat TEXT) [--max-tokens N] [--temperature T]
+//                   [--top-k K] [--top-p P] [--seed S] [--threads N]
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/common.h"
+#include "engines/generate/generator.h"
+#include "formats/chat_template.h"
+
+namespace gk::cli {
+
+int RunGenerate(int argc, char** argv) {
+  CLI::App app{"Generate text, streamed to stdout; prompt and generation speed go to stderr."};
+  std::string model_dir, prompt, chat, system;
+  GenerateOptions o;
+  o.sampling.temperature = 0.f;
+  int threads = 0;
+  app.add_option("--model", model_dir, "model directory (Hugging Face layout)")->required();
+  auto* p = app.add_option("--prompt", prompt, "raw text prompt (BOS is prepended)");
+  auto* c = app.add_option("--chat", chat, "a user message, wrapped in the chat template");
+  p->excludes(c);
+  app.add_option("--system", system, "system message for --chat");
+  app.add_option("--max-tokens", o.max_tokens, "most tokens to generate")->check(CLI::Range(1, 1 << 24));
+  app.add_option("--temperature", o.sampling.temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-k", o.sampling.top_k, "keep the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", o.sampling.top_p, "nucleus mass")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", o.sampling.seed, "sampling seed");
+  app.add_option("--threads", threads, "worker threads (0 = all cores)");
+  CLI11_PARSE(app, argc, argv);
+  if (prompt.empty() && chat.empty()) return Fail("give --prompt TEXT or --chat TEXT");
+
+  auto tokenizer = LoadModelTokenizer(model_dir);
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  ThreadPool pool(threads);
+  auto model = GemmaModel::Load(model_dir, &pool);
+  if (!model.ok()) return Fail(model.status());
+  const ModelConfig& config = (*model)->config();
+
+  std::vector<int32_t> ids;
+  if (!chat.empty()) {
+    std::vector<ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.push_back({"user", chat});
+    auto r = config.arch == Arch::kGemma3 ? ApplyGemma3ChatTemplate(*tokenizer, messages, {})
+                                          : ApplyGemma4ChatTemplate(*tokenizer, messages, {});
+    if (!r.ok()) return Fail(r.status());
+    ids = std::move(*r);
+  } else {
+    ids.push_back(config.bos_token_id);
+    for (int32_t id : tokenizer->Encode(prompt)) ids.push_back(id);
+  }
+  o.stop_ids = StopIds(config, *tokenizer);
+
+  StreamingDecoder decoder(*tokenizer, /*skip_special=*/true);
+  auto stats = Generate(**model, ids, o, [&](int32_t id) {
+    const std::string text = decoder.Add(id);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  const std::string rest = decoder.Flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!stats.ok()) return Fail(stats.status());
+  std::fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s | generation: %lld tokens, %.1f tokens/s (%d threads)\n",
+               (long long)stats->prompt_tokens, double(stats->prompt_tokens) / std::max(1e-9, stats->prefill_seconds),
+               (long long)stats->generated_tokens,
+               stats->decode_steps > 0 ? double(stats->decode_steps) / std::max(1e-9, stats->decode_seconds) : 0.0,
+               pool.size());
+  return 0;
+}
+
+}  // namespace gk::cli

@@ -1,0 +1,68 @@
+#include "cli/common.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+namespace gk::cli {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "gemmakit: error: %s\n", message.c_str());
+  return 1;
+}
+
+int Fail(const Status& status) { return Fail(status.message()); }
+
+std::string ExecutableDir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = 0;
+  return std::filesystem::path(buf).parent_path().string();
+}
+
+std::string DefaultTokenizerDir() {
+  if (const char* e = std::getenv("GEMMAKIT_TOKENIZER_DIR")) return e;
+  return ExecutableDir() + "/tokenizer/gemma3";
+}
+
+Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir) {
+  const std::string path = model_dir + "/tokenizer.json";
+  if (!std::filesystem::exists(path)) {
+    return Result<Tokenizer>::Error(StrCat(path, " not found; the model directory needs its tokenizer.json"));
+  }
+  return Tokenizer::Load(path);
+}
+
+std::vector<int32_t> StopIds(const ModelConfig& config, const Tokenizer& tokenizer) {
+  std::vector<int32_t> ids(config.eos_token_ids.begin(), config.eos_token_ids.end());
+  for (const char* name : {"<eos>", "<turn|>", "<end_of_turn>"}) {
+    if (auto id = tokenizer.TokenId(name)) ids.push_back(*id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+Result<std::vector<int32_t>> ParseIdList(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(pos, comma - pos);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != 0 || v < 0 || v > INT32_MAX) {
+      return Result<std::vector<int32_t>>::Error(StrCat("--tokens: '", item, "' is not a token id (expected 2,651,1234,...)"));
+    }
+    ids.push_back(int32_t(v));
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+}  // namespace gk::cli

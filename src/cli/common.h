@@ -1,0 +1,35 @@
+// Shared pieces of the subcommands. The CLI is the only layer that prints errors and
+// chooses exit codes: one line "gemmakit: error: ..." on stderr and exit status 1.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "formats/tokenizer.h"
+#include "model/config.h"
+#include "util/result.h"
+
+namespace gk::cli {
+
+int Fail(const std::string& message);
+int Fail(const Status& status);
+
+// The directory of the running executable (for files installed beside it).
+std::string ExecutableDir();
+// Where `init` finds the Gemma 3 tokenizer fetched by the set-up step:
+// --tokenizer-dir, else $GEMMAKIT_TOKENIZER_DIR, else <exe dir>/tokenizer/gemma3.
+std::string DefaultTokenizerDir();
+// tokenizer.json of a model directory.
+Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir);
+// Ids that end a generation: the config's eos ids plus <eos> and the end-of-turn marker.
+std::vector<int32_t> StopIds(const ModelConfig& config, const Tokenizer& tokenizer);
+// Parses "1,2,3".
+Result<std::vector<int32_t>> ParseIdList(const std::string& text);
+
+// Subcommands: each parses its own flags from argv (argv[0] is the subcommand name).
+int RunInit(int argc, char** argv);
+int RunGenerate(int argc, char** argv);
+int RunLogprobs(int argc, char** argv);
+int RunBench(int argc, char** argv);
+
+}  // namespace gk::cli

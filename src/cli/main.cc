@@ -1,0 +1,40 @@
+// gemmakit: one binary, one subcommand per job.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/common.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int, char**);
+};
+
+const Command kCommands[] = {
+    {"init", "write a model with seeded random weights in Hugging Face layout", gk::cli::RunInit},
+    {"generate", "generate text from a prompt or a chat message", gk::cli::RunGenerate},
+    {"logprobs", "per-position log-probabilities and argmax of a text or token list", gk::cli::RunLogprobs},
+    {"bench", "benchmarks (bench model: prefill and decode speed against the machine's limits)", gk::cli::RunBench},
+};
+
+void Usage(FILE* out) {
+  std::fprintf(out, "usage: gemmakit <command> [options]   (gemmakit <command> --help for its options)\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    Usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const Command& c : kCommands) {
+    if (std::string(argv[1]) == c.name) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "gemmakit: error: unknown command '%s' (run gemmakit --help)\n", argv[1]);
+  return 2;
+}

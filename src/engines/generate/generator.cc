@@ -1,0 +1,51 @@
+#include "engines/generate/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace gk {
+namespace {
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Result<GenerateStats> Generate(GemmaModel& model, const std::vector<int32_t>& prompt, const GenerateOptions& o,
+                               const std::function<bool(int32_t)>& on_token) {
+  if (prompt.empty()) return Result<GenerateStats>::Error("empty prompt");
+  const ModelConfig& c = model.config();
+  const int64_t context = o.context > 0 ? o.context : int64_t(prompt.size()) + o.max_tokens;
+  if (c.max_position_embeddings > 0 && int64_t(prompt.size()) > c.max_position_embeddings) {
+    return Result<GenerateStats>::Error(StrCat("prompt of ", prompt.size(), " tokens is longer than the model's context of ",
+                                               c.max_position_embeddings, " tokens"));
+  }
+  if (int64_t(prompt.size()) > context) {
+    return Result<GenerateStats>::Error(StrCat("prompt of ", prompt.size(), " tokens is longer than the context of ",
+                                               context, " tokens"));
+  }
+  KvCache cache = model.NewKvCache(context);
+  std::vector<float> logits(size_t(c.vocab_size));
+  Sampler sampler(o.sampling);
+  GenerateStats st;
+  st.prompt_tokens = int64_t(prompt.size());
+  double t0 = Now();
+  GK_RETURN_IF_ERROR(model.Forward(prompt, cache, LogitsMode::kLast, logits.data()));
+  st.prefill_seconds = Now() - t0;
+  t0 = Now();
+  for (int i = 0; i < o.max_tokens; ++i) {
+    const int32_t next = sampler.Sample(logits.data(), c.vocab_size);
+    ++st.generated_tokens;
+    if (std::find(o.stop_ids.begin(), o.stop_ids.end(), next) != o.stop_ids.end()) {
+      st.stopped_by_stop_id = true;
+      break;
+    }
+    if (!on_token(next)) break;
+    if (i + 1 == o.max_tokens || cache.num_tokens >= context) break;
+    GK_RETURN_IF_ERROR(model.Forward({&next, 1}, cache, LogitsMode::kLast, logits.data()));
+    ++st.decode_steps;
+  }
+  st.decode_seconds = Now() - t0;
+  return st;
+}
+
+}  // namespace gk

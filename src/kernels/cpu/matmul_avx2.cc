@@ -1,0 +1,105 @@
+// AVX2 + FMA MatMul for CPUs without AVX-512. Same blocking as the AVX-512 path, but with
+// 16 ymm registers the micro-kernel holds 4 rows × 2 tokens of accumulators.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/matmul.h"
+
+#define GK_AVX2 __attribute__((target("avx2,fma")))
+
+namespace gk {
+namespace {
+
+GK_AVX2 inline __m256 LoadW(const float* p) { return _mm256_loadu_ps(p); }
+GK_AVX2 inline __m256 LoadW(const uint16_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+}
+inline float ScalarW(const float* p) { return *p; }
+inline float ScalarW(const uint16_t* p) { return Bf16ToF32(*p); }
+
+GK_AVX2 inline float HorizontalSum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 h = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
+}
+
+template <class WT, int RB, int TB>
+GK_AVX2 void Micro(const WT* w, int64_t ldw, const float* x, int64_t ldx, int64_t c0, int64_t c1, float* out) {
+  __m256 acc[RB][TB];
+#pragma GCC unroll 4
+  for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 2
+    for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
+  int64_t c = c0;
+  for (; c + 8 <= c1; c += 8) {
+    __m256 xv[TB];
+#pragma GCC unroll 2
+    for (int t = 0; t < TB; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; ++r) {
+      const __m256 wv = LoadW(w + r * ldw + c);
+#pragma GCC unroll 2
+      for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < RB; ++r) {
+    for (int t = 0; t < TB; ++t) {
+      float s = HorizontalSum(acc[r][t]);
+      for (int64_t cc = c; cc < c1; ++cc) s += ScalarW(w + r * ldw + cc) * x[t * ldx + cc];
+      out[r * TB + t] = s;
+    }
+  }
+}
+
+template <class WT>
+using MicroFn = void (*)(const WT*, int64_t, const float*, int64_t, int64_t, int64_t, float*);
+
+template <class WT>
+MicroFn<WT> PickMicro(int rb, int tb) {
+  static const MicroFn<WT> table[4][2] = {
+      {&Micro<WT, 1, 1>, &Micro<WT, 1, 2>}, {&Micro<WT, 2, 1>, &Micro<WT, 2, 2>},
+      {&Micro<WT, 3, 1>, &Micro<WT, 3, 2>}, {&Micro<WT, 4, 1>, &Micro<WT, 4, 2>}};
+  return table[rb - 1][tb - 1];
+}
+
+template <class WT>
+void Rows(const MatrixView& mv, const float* x, int64_t T, float* y, int64_t r0, int64_t r1) {
+  const int64_t C = mv.cols, R = mv.rows;
+  const WT* wd = static_cast<const WT*>(mv.data);
+  constexpr int64_t kTokenGroup = 64;
+  const int64_t kc = T <= 2 ? C : 1024;
+  float out[8];
+  for (int64_t tg = 0; tg < T; tg += kTokenGroup) {
+    const int64_t tge = std::min(T, tg + kTokenGroup);
+    for (int64_t c0 = 0; c0 < C; c0 += kc) {
+      const int64_t c1 = std::min(C, c0 + kc);
+      for (int64_t r = r0; r < r1; r += 4) {
+        const int rb = int(std::min<int64_t>(4, r1 - r));
+        for (int64_t t = tg; t < tge; t += 2) {
+          const int tb = int(std::min<int64_t>(2, tge - t));
+          PickMicro<WT>(rb, tb)(wd + r * C, C, x + t * C, C, c0, c1, out);
+          for (int i = 0; i < rb; ++i) {
+            for (int j = 0; j < tb; ++j) {
+              float& dst = y[(t + j) * R + r + i];
+              dst = (c0 == 0 ? 0.f : dst) + out[i * tb + j];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void MatMulRowsAvx2(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1) {
+  if (w.dtype == DType::kBF16) {
+    Rows<uint16_t>(w, x, T, y, r0, r1);
+  } else {
+    Rows<float>(w, x, T, y, r0, r1);
+  }
+}
+
+}  // namespace gk

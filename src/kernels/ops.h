@@ -1,0 +1,34 @@
+// Element-wise and row-wise operations of the decoder, in float32. These are O(T·D) against
+// the matrix products' O(T·D²), so plain loops that the compiler vectorises are enough here.
+#pragma once
+
+#include <cstdint>
+
+namespace gk {
+
+// y = x / sqrt(mean(x²) + eps) * w over n elements; w == nullptr is the weightless norm.
+// In place is allowed (y == x).
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y);
+// RmsNorm over `rows` consecutive rows of n.
+void RmsNormRows(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y);
+// out[i] = gelu_tanh(gate[i]) * up[i].
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
+float GeluTanh(float x);
+// x = cap · tanh(x / cap).
+void Softcap(float* x, int64_t n, float cap);
+// Softmax in place over n scores.
+void SoftmaxInPlace(float* x, int64_t n);
+// Log-softmax value of x[index] over n logits.
+double LogSoftmaxAt(const float* x, int64_t n, int64_t index);
+int64_t ArgMax(const float* x, int64_t n);
+float Dot(const float* a, const float* b, int64_t n);
+// y += a · x
+void Axpy(float a, const float* x, float* y, int64_t n);
+void Scale(float* x, int64_t n, float s);
+void Add(const float* a, float* y, int64_t n);  // y += a
+
+// Rotate-half ("NeoX") RoPE of one head vector of dim H in place: dimension i pairs with
+// i + H/2. inv_freq has H/2 entries (zeros leave their pair unrotated).
+void ApplyRope(float* v, int64_t H, const float* inv_freq, int64_t pos);
+
+}  // namespace gk

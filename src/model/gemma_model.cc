@@ -1,0 +1,171 @@
+#include "model/gemma_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/forward_scratch.h"
+
+namespace gk {
+
+Result<std::unique_ptr<GemmaModel>> GemmaModel::Load(const std::string& dir, ThreadPool* pool,
+                                                     const ModelLoadOptions& options) {
+  GK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(dir, config, options.mode));
+  return std::make_unique<GemmaModel>(std::move(config), std::move(weights), pool, options.max_chunk);
+}
+
+namespace {
+
+// Inverse frequencies of rotate-half RoPE. Only the first partial·H/2 pairs rotate, and the
+// exponent's denominator is always the full head dim ("proportional" RoPE of full layers).
+std::vector<float> InvFreq(const RopeParams& r, int H) {
+  std::vector<float> f(size_t(H / 2), 0.f);
+  const int rotated = int(r.partial_rotary_factor * float(H) / 2.f);
+  for (int i = 0; i < rotated && i < H / 2; ++i) {
+    f[size_t(i)] = float(1.0 / std::pow(double(r.theta), 2.0 * i / double(H)) / double(r.scaling_factor));
+  }
+  return f;
+}
+
+// sqrt(n) as the weights' dtype holds it (the reference implementations round it).
+float ScaleInDtype(int n, DType dt) {
+  const float s = std::sqrt(float(n));
+  return dt == DType::kBF16 ? RoundToBf16(s) : s;
+}
+
+}  // namespace
+
+GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* pool, int max_chunk)
+    : config_(std::move(config)), weights_(std::move(weights)), pool_(pool), max_chunk_(std::max(1, max_chunk)),
+      s_(std::make_unique<ForwardScratch>()) {
+  const ModelConfig& c = config_;
+  embed_scale_ = ScaleInDtype(c.hidden_size, weights_.embed.dtype);
+  if (c.hidden_size_per_layer_input > 0) {
+    ple_embed_scale_ = ScaleInDtype(c.hidden_size_per_layer_input, weights_.ple_embed.dtype);
+  }
+  inv_freq_sliding_ = InvFreq(c.rope_sliding, c.head_dim);
+  inv_freq_full_ = InvFreq(c.rope_full, c.global_head_dim);
+
+  const size_t T = size_t(max_chunk_), D = size_t(c.hidden_size);
+  const size_t Hmax = size_t(std::max(c.head_dim, c.global_head_dim));
+  const size_t Kmax = size_t(std::max(c.num_kv_heads, c.num_global_kv_heads));
+  size_t Fmax = size_t(c.intermediate_size) * (c.use_double_wide_mlp ? 2 : 1);
+  s_->x.resize(T * D);
+  s_->x_emb.resize(T * D);
+  s_->xn.resize(T * D);
+  s_->q.resize(T * size_t(c.num_heads) * Hmax);
+  s_->k.resize(T * Kmax * Hmax);
+  s_->v.resize(T * Kmax * Hmax);
+  s_->att.resize(T * size_t(c.num_heads) * Hmax);
+  s_->out.resize(T * D);
+  s_->gate.resize(T * Fmax);
+  s_->up.resize(T * Fmax);
+  s_->scores.resize(size_t(pool_->size()));
+  if (c.hidden_size_per_layer_input > 0) {
+    const size_t P = size_t(c.hidden_size_per_layer_input);
+    s_->ple.resize(T * size_t(c.num_layers) * P);
+    s_->ple_gate.resize(T * P);
+    s_->ple_tok.resize(size_t(c.num_layers) * P);
+  }
+  if (c.enable_moe_block) {
+    s_->router.resize(T * size_t(c.num_experts));
+    s_->moe_x.resize(T * D);
+    s_->moe_out.resize(T * D);
+    s_->expert_tmp.assign(size_t(pool_->size()), std::vector<float>(3 * size_t(c.moe_intermediate_size) + D));
+  }
+}
+
+GemmaModel::~GemmaModel() = default;
+
+KvCache GemmaModel::NewKvCache(int64_t max_tokens) const {
+  KvCache cache;
+  cache.max_tokens = max_tokens;
+  cache.layers.resize(size_t(config_.num_layers));
+  for (int l = 0; l < config_.num_layers; ++l) {
+    KvLayer& kv = cache.layers[size_t(l)];
+    kv.kv_heads = config_.KvHeads(l);
+    kv.head_dim = config_.HeadDim(l);
+    if (config_.IsKvShared(l)) continue;
+    kv.capacity = config_.IsFull(l) ? max_tokens
+                                    : std::min<int64_t>(max_tokens, config_.sliding_window + max_chunk_ - 1);
+    const size_t n = size_t(kv.capacity) * size_t(kv.kv_heads) * size_t(kv.head_dim);
+    kv.k.assign(n, 0.f);
+    kv.v.assign(n, 0.f);
+  }
+  return cache;
+}
+
+Status GemmaModel::Forward(std::span<const int32_t> tokens, KvCache& cache, LogitsMode mode, float* logits) {
+  const int64_t n = int64_t(tokens.size());
+  if (n == 0) return Status::Ok();
+  if (cache.num_tokens + n > cache.max_tokens) {
+    return Status::Error(StrCat("sequence of ", cache.num_tokens + n, " tokens exceeds the context of ",
+                                cache.max_tokens, " tokens; shorten the prompt or raise the context length"));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[size_t(i)] < 0 || tokens[size_t(i)] >= config_.vocab_size) {
+      return Status::Error(StrCat("token id ", tokens[size_t(i)], " at position ", i, " is outside the model's ",
+                                  config_.vocab_size, "-row embedding"));
+    }
+  }
+  for (auto& s : s_->scores) {
+    if (int64_t(s.size()) < cache.max_tokens) s.resize(size_t(cache.max_tokens));
+  }
+  const int64_t V = config_.vocab_size;
+  for (int64_t b = 0; b < n; b += max_chunk_) {
+    const int64_t T = std::min<int64_t>(max_chunk_, n - b);
+    const bool last_chunk = b + T == n;
+    LogitsMode m = mode == LogitsMode::kAll ? LogitsMode::kAll
+                   : (mode == LogitsMode::kLast && last_chunk) ? LogitsMode::kLast : LogitsMode::kNone;
+    ForwardChunk(tokens.data() + b, T, cache, m, m == LogitsMode::kAll ? logits + b * V : logits);
+  }
+  return Status::Ok();
+}
+
+void GemmaModel::Embed(const int32_t* tokens, int64_t T, float* x) {
+  const int64_t D = config_.hidden_size;
+  for (int64_t t = 0; t < T; ++t) {
+    weights_.embed.RowToF32(tokens[t], x + t * D);
+    Scale(x + t * D, D, embed_scale_);
+  }
+}
+
+void GemmaModel::ForwardChunk(const int32_t* tokens, int64_t T, KvCache& cache, LogitsMode mode, float* logits) {
+  const ModelConfig& c = config_;
+  const int64_t D = c.hidden_size, pos0 = cache.num_tokens;
+  float* x = s_->x.data();
+  Embed(tokens, T, x);
+  if (c.hidden_size_per_layer_input > 0) PerLayerInputs(tokens, T, x);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = weights_.layers[size_t(l)];
+    RmsNormRows(x, lw.input_norm.data(), T, D, c.rms_norm_eps, s_->xn.data());
+    AttentionBlock(l, T, pos0, cache);  // xn -> out
+    RmsNormRows(s_->out.data(), lw.post_attn_norm.data(), T, D, c.rms_norm_eps, s_->out.data());
+    Add(s_->out.data(), x, T * D);
+    FeedForwardBlock(l, T);  // x -> out (dense MLP, plus experts on MoE layers)
+    RmsNormRows(s_->out.data(), lw.post_ffw_norm.data(), T, D, c.rms_norm_eps, s_->out.data());
+    Add(s_->out.data(), x, T * D);
+    if (c.hidden_size_per_layer_input > 0) PerLayerInputBlock(l, T);
+    if (lw.layer_scalar != 1.f) Scale(x, T * D, lw.layer_scalar);
+  }
+  cache.num_tokens += T;
+  if (mode == LogitsMode::kNone) return;
+  const int64_t first = mode == LogitsMode::kAll ? 0 : T - 1;
+  Logits(T - first, x + first * D, logits);
+}
+
+void GemmaModel::Logits(int64_t rows, const float* h, float* logits) {
+  const int64_t D = config_.hidden_size, V = config_.vocab_size;
+  float* y = s_->xn.data();
+  RmsNormRows(h, weights_.final_norm.data(), rows, D, config_.rms_norm_eps, y);
+  MatMul(weights_.embed, y, rows, logits, *pool_);
+  if (config_.final_logit_softcap > 0.f) {
+    pool_->ParallelFor(rows * V, [&](int64_t b, int64_t e, int) {
+      Softcap(logits + b, e - b, config_.final_logit_softcap);
+    });
+  }
+}
+
+}  // namespace gk

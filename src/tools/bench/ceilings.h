@@ -1,0 +1,29 @@
+// The machine's physical limits, measured in the same run as a benchmark so that every
+// figure can be printed as a ratio to its ceiling (this VM is noisy; ratios hold better than
+// absolute numbers).
+//   read bandwidth: each thread sums its own slice of a buffer much larger than the caches;
+//   fp32 FMA peak: independent vfmadd231ps chains, 2 FLOPs per lane;
+//   bf16 dot peak: vdpbf16ps chains, 2 FLOPs per bf16 pair (AVX-512 BF16 CPUs only).
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/thread_pool.h"
+
+namespace gk {
+
+struct Ceilings {
+  double read_gbps = 0;       // GB/s (1e9 bytes)
+  double fp32_gflops = 0;     // GFLOP/s
+  double bf16_gflops = 0;     // GFLOP/s, 0 when the CPU lacks AVX-512 BF16
+};
+
+// Median of `repeats` runs of each probe on all of pool's threads. buffer_bytes should be
+// several times the last-level cache.
+Ceilings MeasureCeilings(ThreadPool& pool, uint64_t buffer_bytes = 1ull << 30, int repeats = 5);
+
+double MeasureReadBandwidth(ThreadPool& pool, uint64_t buffer_bytes, int repeats);
+double MeasureFp32Peak(ThreadPool& pool, int repeats);
+double MeasureBf16Peak(ThreadPool& pool, int repeats);
+
+}  // namespace gk

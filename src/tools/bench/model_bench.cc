@@ -1,0 +1,122 @@
+#include "tools/bench/model_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "kernels/isa.h"
+#include "kernels/ops.h"
+#include "model/gemma_model.h"
+
+namespace gk {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Bytes a decode step streams: every matrix, except that the per-layer embedding table is a
+// row lookup and only top_k of the experts run.
+double BytesPerToken(const ModelConfig& c, const ModelWeights& w) {
+  double b = double(w.matrix_bytes);
+  if (!w.ple_embed.empty()) b -= double(w.ple_embed.bytes());
+  if (c.enable_moe_block) {
+    double experts = 0;
+    for (const auto& l : w.layers) {
+      for (const auto& m : l.expert_gate_up) experts += double(m.bytes());
+      for (const auto& m : l.expert_down) experts += double(m.bytes());
+    }
+    b -= experts * (1.0 - double(c.top_k_experts) / c.num_experts);
+  }
+  return b;
+}
+
+}  // namespace
+
+Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& o) {
+  ThreadPool pool(o.threads);
+  ModelBenchResult r;
+  r.model_dir = o.model_dir;
+  r.threads = pool.size();
+  r.prompt_len = o.prompt_len;
+  r.gen_len = o.gen_len;
+  r.isa = std::string(IsaName(ActiveIsa()));
+  r.load_mode = o.load_mode == WeightLoadMode::kMmap ? "mmap" : "anonymous memory";
+  r.ceilings = MeasureCeilings(pool, o.bandwidth_buffer_bytes);
+
+  ModelLoadOptions lo;
+  lo.mode = o.load_mode;
+  lo.max_chunk = std::max(1, o.prompt_len);
+  const double t0 = Now();
+  GK_ASSIGN_OR_RETURN(auto model, GemmaModel::Load(o.model_dir, &pool, lo));
+  r.load_seconds = Now() - t0;
+  const ModelConfig& c = model->config();
+  r.arch = c.arch == Arch::kGemma4 ? "gemma4" : "gemma3";
+  r.weight_dtype = std::string(DTypeName(model->weights().embed.dtype));
+  r.params_b = double(c.ParameterCount()) / 1e9;
+  r.bytes_per_token = BytesPerToken(c, model->weights());
+  r.flops_per_token = 2.0 * r.bytes_per_token / double(DTypeSize(model->weights().embed.dtype));
+
+  std::mt19937 rng(1234);
+  std::vector<int32_t> prompt(size_t(o.prompt_len));
+  for (auto& t : prompt) t = int32_t(rng() % uint32_t(std::min(c.vocab_size, 256000)));
+  prompt[0] = c.bos_token_id;
+  std::vector<float> logits(size_t(c.vocab_size));
+  std::vector<double> prefill, decode;
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    KvCache cache = model->NewKvCache(o.prompt_len + o.gen_len);
+    double s = Now();
+    GK_RETURN_IF_ERROR(model->Forward(prompt, cache, LogitsMode::kLast, logits.data()));
+    prefill.push_back(o.prompt_len / (Now() - s));
+    s = Now();
+    for (int i = 0; i < o.gen_len; ++i) {
+      const int32_t next = int32_t(ArgMax(logits.data(), c.vocab_size));
+      GK_RETURN_IF_ERROR(model->Forward({&next, 1}, cache, LogitsMode::kLast, logits.data()));
+    }
+    decode.push_back(o.gen_len / (Now() - s));
+  }
+  r.prefill_tok_s = Median(prefill);
+  r.decode_tok_s = Median(decode);
+  r.decode_ratio = r.decode_tok_s * r.bytes_per_token / (r.ceilings.read_gbps * 1e9);
+  const double prefill_gflops = r.prefill_tok_s * r.flops_per_token / 1e9;
+  if (r.ceilings.fp32_gflops > 0) r.prefill_ratio_fp32 = prefill_gflops / r.ceilings.fp32_gflops;
+  if (r.ceilings.bf16_gflops > 0) r.prefill_ratio_bf16 = prefill_gflops / r.ceilings.bf16_gflops;
+  return r;
+}
+
+std::string FormatModelBench(const ModelBenchResult& r) {
+  char buf[2048];
+  const double prefill_gflops = r.prefill_tok_s * r.flops_per_token / 1e9;
+  const double decode_gbps = r.decode_tok_s * r.bytes_per_token / 1e9;
+  std::snprintf(buf, sizeof(buf),
+                "model    %s: %s, %.3f B params, %s weights in %s (loaded in %.2f s), %d threads, %s kernels\n"
+                "machine  read bandwidth %.1f GB/s | fp32 FMA peak %.0f GFLOP/s | bf16 dot peak %.0f GFLOP/s\n"
+                "prefill  %d tokens: %.1f tokens/s = %.1f GFLOP/s = %.2f of fp32 FMA peak, %.2f of bf16 peak\n"
+                "decode   %d tokens: %.2f tokens/s x %.3f GB/token = %.1f GB/s = %.2f of read bandwidth\n",
+                r.model_dir.c_str(), r.arch.c_str(), r.params_b, r.weight_dtype.c_str(), r.load_mode.c_str(),
+                r.load_seconds, r.threads, r.isa.c_str(), r.ceilings.read_gbps, r.ceilings.fp32_gflops,
+                r.ceilings.bf16_gflops, r.prompt_len, r.prefill_tok_s, prefill_gflops, r.prefill_ratio_fp32,
+                r.prefill_ratio_bf16, r.gen_len, r.decode_tok_s, r.bytes_per_token / 1e9, decode_gbps,
+                r.decode_ratio);
+  return buf;
+}
+
+nlohmann::json ModelBenchToJson(const ModelBenchResult& r) {
+  return {{"model", r.model_dir}, {"arch", r.arch}, {"weight_dtype", r.weight_dtype}, {"isa", r.isa},
+          {"load_mode", r.load_mode}, {"threads", r.threads}, {"prompt_len", r.prompt_len}, {"gen_len", r.gen_len},
+          {"params_b", r.params_b}, {"load_seconds", r.load_seconds}, {"bytes_per_token", r.bytes_per_token},
+          {"flops_per_token", r.flops_per_token}, {"prefill_tok_s", r.prefill_tok_s},
+          {"decode_tok_s", r.decode_tok_s}, {"read_gbps", r.ceilings.read_gbps},
+          {"fp32_gflops", r.ceilings.fp32_gflops}, {"bf16_gflops", r.ceilings.bf16_gflops},
+          {"decode_ratio", r.decode_ratio}, {"prefill_ratio_fp32", r.prefill_ratio_fp32},
+          {"prefill_ratio_bf16", r.prefill_ratio_bf16}};
+}
+
+}  // namespace gk
