@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 namespace gk {
 namespace {
 constexpr int kSpinIterations = 20000;  // ~ tens of microseconds before sleeping
@@ -21,6 +23,15 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+void ThreadPool::RunChunks(Job& job, int thread) {
+  for (;;) {
+    const int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.chunks) return;
+    (*job.fn)(c * job.chunk, std::min(job.n, (c + 1) * job.chunk), thread);
+    if (job.done.fetch_add(1, std::memory_order_acq_rel) + 1 == job.chunks) job.done.notify_one();
+  }
+}
+
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
@@ -35,62 +46,59 @@ void ThreadPool::WorkerLoop(int index) {
     }
     seen = g;
     if (stop_.load()) return;
-    (*job_)(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    Job& job = jobs_[g & 1];
+    job.active.fetch_add(1);  // seq_cst with the dispatcher's check below
+    // Joined too late: the dispatcher has moved on and may be refilling this slot.
+    if (generation_.load() == g) RunChunks(job, index);
+    job.active.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::Dispatch(int64_t n, int64_t chunk, const RangeFn& fn) {
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  if (num_threads_ == 1 || chunks == 1) {
+    fn(0, n, 0);
+    return;
+  }
+  const uint64_t g = generation_.load(std::memory_order_relaxed) + 1;
+  Job& job = jobs_[g & 1];
+  while (job.active.load() != 0) _mm_pause();  // a late worker leaving
+  job.fn = &fn;
+  job.n = n;
+  job.chunk = chunk;
+  job.chunks = chunks;
+  job.next.store(0, std::memory_order_relaxed);
+  job.done.store(0, std::memory_order_relaxed);
+  generation_.store(g, std::memory_order_release);
+  generation_.notify_all();
+  RunChunks(job, 0);
+  int64_t d = job.done.load(std::memory_order_acquire);
+  for (int spin = 0; d != chunks && spin < kSpinIterations; ++spin) {
+    _mm_pause();
+    d = job.done.load(std::memory_order_acquire);
+  }
+  while (d != chunks) {
+    job.done.wait(d, std::memory_order_acquire);
+    d = job.done.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::Run(const std::function<void(int)>& fn) {
-  if (num_threads_ == 1) {
-    fn(0);
-    return;
-  }
-  job_ = &fn;
-  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
-  fn(0);
-  int p = pending_.load(std::memory_order_acquire);
-  for (int spin = 0; p != 0 && spin < kSpinIterations; ++spin) {
-    _mm_pause();
-    p = pending_.load(std::memory_order_acquire);
-  }
-  while (p != 0) {
-    pending_.wait(p, std::memory_order_acquire);
-    p = pending_.load(std::memory_order_acquire);
-  }
-}
-
-void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
-  if (n <= 0) return;
-  const int t = int(std::min<int64_t>(num_threads_, n));
-  if (t == 1) {
-    fn(0, n, 0);
-    return;
-  }
-  Run([&](int i) {
-    if (i >= t) return;
-    const int64_t begin = n * i / t, end = n * (i + 1) / t;
-    fn(begin, end, i);
+  Dispatch(num_threads_, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) fn(int(i));
   });
 }
 
-void ThreadPool::ParallelForDynamic(int64_t n, int64_t grain,
-                                    const std::function<void(int64_t, int64_t, int)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn) {
   if (n <= 0) return;
-  if (grain < 1) grain = 1;
-  if (num_threads_ == 1 || n <= grain) {
-    fn(0, n, 0);
-    return;
-  }
-  std::atomic<int64_t> next{0};
-  Run([&](int i) {
-    for (;;) {
-      const int64_t b = next.fetch_add(grain);
-      if (b >= n) return;
-      fn(b, std::min(n, b + grain), i);
-    }
-  });
+  // Four chunks per thread: long contiguous runs for streaming, spare chunks for stealing.
+  const int64_t chunk = std::max<int64_t>(1, (n + 4 * num_threads_ - 1) / (4 * num_threads_));
+  Dispatch(n, chunk, fn);
+}
+
+void ThreadPool::ParallelForDynamic(int64_t n, int64_t grain, const RangeFn& fn) {
+  if (n <= 0) return;
+  Dispatch(n, std::max<int64_t>(1, grain), fn);
 }
 
 }  // namespace gk
