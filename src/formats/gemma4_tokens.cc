@@ -1,0 +1,250 @@
+#include "formats/gemma4_tokens.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gk {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr Gemma4ControlToken kTokens[] = {
+    {46, "<|tool>", "<unused40>"},
+    {47, "<tool|>", "<unused41>"},
+    {48, "<|tool_call>", "<unused42>"},
+    {49, "<tool_call|>", "<unused43>"},
+    {50, "<|tool_response>", "<unused44>"},
+    {51, "<tool_response|>", "<unused45>"},
+    {52, "<|\"|>", "<unused46>"},
+    {98, "<|think|>", "<unused92>"},
+    {100, "<|channel>", "<unused94>"},
+    {101, "<channel|>", "<unused95>"},
+    {105, "<|turn>", "<start_of_turn>"},
+    {106, "<turn|>", "<end_of_turn>"},
+    {255999, "<|image>", "<start_of_image>"},
+    {256000, "<|audio>", "<end_of_image>"},
+    {258880, "<|image|>", "<unused2978>"},
+    {258881, "<|audio|>", "<unused2979>"},
+    {258882, "<image|>", "<unused2980>"},
+    {258883, "<audio|>", "<unused2981>"},
+    {258884, "<|video|>", "<unused2982>"},
+};
+
+// Gemma 3 names of config fields whose meaning moves to a Gemma 4 token (not always the same
+// slot: the end-of-image marker moves from 256000 to 258882).
+constexpr std::pair<std::string_view, std::string_view> kConfigNames[] = {
+    {"<start_of_turn>", "<|turn>"},     {"<end_of_turn>", "<turn|>"},
+    {"<start_of_image>", "<|image>"},   {"<end_of_image>", "<image|>"},
+    {"<image_soft_token>", "<|image|>"},
+};
+
+// Our own Jinja rendering of the same turns as RenderGemma4ChatText (chat_template.h): optional
+// system turn (also opened when thinking is on), assistant -> model, model text without its
+// <|channel>...<channel|> thoughts, and the generation prompt with the empty thought block.
+constexpr std::string_view kChatTemplate = R"JINJA({{- bos_token -}}
+{%- set loop_messages = messages -%}
+{%- set thinking = enable_thinking is defined and enable_thinking -%}
+{%- if thinking or messages[0]['role'] in ['system', 'developer'] -%}
+{{- '<|turn>system\n' -}}
+{%- if thinking -%}{{- '<|think|>' -}}{%- endif -%}
+{%- if messages[0]['role'] in ['system', 'developer'] -%}
+{{- messages[0]['content'] | trim -}}
+{%- set loop_messages = messages[1:] -%}
+{%- endif -%}
+{{- '<turn|>\n' -}}
+{%- endif -%}
+{%- for message in loop_messages -%}
+{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}
+{{- '<|turn>' + role + '\n' -}}
+{%- if role == 'model' -%}
+{%- set ns = namespace(text='') -%}
+{%- for part in message['content'].split('<channel|>') -%}
+{%- set ns.text = ns.text + part.split('<|channel>')[0] -%}
+{%- endfor -%}
+{{- ns.text | trim -}}
+{%- else -%}
+{{- message['content'] | trim -}}
+{%- endif -%}
+{{- '<turn|>\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+{{- '<|turn>model\n' -}}
+{%- if not thinking -%}{{- '<|channel>thought\n<channel|>' -}}{%- endif -%}
+{%- endif -%}
+)JINJA";
+
+// Checks that a slot holds the Gemma 3 (or already the Gemma 4) name.
+Status CheckSlot(const Gemma4ControlToken& t, const std::string& actual, const char* where) {
+  if (actual == t.gemma3_name || actual == t.gemma4_name) return Status::Ok();
+  return Status::Error(StrCat(where, " id ", t.id, " is \"", actual, "\", expected \"", t.gemma3_name,
+                              "\" (Gemma 3) or \"", t.gemma4_name,
+                              "\" (Gemma 4); pass a Gemma 3 tokenizer"));
+}
+
+ojson AddedTokenEntry(int32_t id, std::string_view content) {
+  ojson e = ojson::object();
+  if (id >= 0) e["id"] = id;
+  e["content"] = std::string(content);
+  e["single_word"] = false;
+  e["lstrip"] = false;
+  e["rstrip"] = false;
+  e["normalized"] = false;
+  e["special"] = true;
+  return e;
+}
+
+// Renames the slots in the vocab captured in file order.
+Status RenameVocab(std::vector<std::pair<std::string, int64_t>>& vocab) {
+  for (auto& [piece, id] : vocab) {
+    const Gemma4ControlToken* t = FindGemma4ControlToken(piece);
+    if (t != nullptr && t->id != id) {
+      return Status::Error(StrCat("tokenizer.json model.vocab already has \"", piece, "\" at id ", id,
+                                  " instead of ", t->id, "; not a Gemma 3 tokenizer"));
+    }
+  }
+  for (const Gemma4ControlToken& t : kTokens) {
+    auto it = std::find_if(vocab.begin(), vocab.end(), [&](const auto& e) { return e.second == t.id; });
+    if (it == vocab.end()) {
+      return Status::Error(StrCat("tokenizer.json model.vocab has no id ", t.id,
+                                  "; expected a 262144-piece Gemma 3 vocabulary"));
+    }
+    GK_RETURN_IF_ERROR(CheckSlot(t, it->first, "tokenizer.json model.vocab"));
+    it->first = std::string(t.gemma4_name);
+  }
+  std::erase_if(vocab, [](const auto& e) { return e.second >= kGemma4VocabSize; });
+  return Status::Ok();
+}
+
+Status RenameAddedTokens(ojson& added) {
+  if (!added.is_array()) return Status::Error("tokenizer.json added_tokens is missing or not an array");
+  for (const Gemma4ControlToken& t : kTokens) {
+    auto it = std::find_if(added.begin(), added.end(), [&](const ojson& e) {
+      return e.is_object() && e.value("id", int64_t{-1}) == t.id;
+    });
+    if (it == added.end()) {
+      added.push_back(AddedTokenEntry(t.id, t.gemma4_name));
+      continue;
+    }
+    GK_RETURN_IF_ERROR(CheckSlot(t, it->value("content", std::string()), "tokenizer.json added_tokens"));
+    (*it)["content"] = std::string(t.gemma4_name);
+    (*it)["special"] = true;
+  }
+  ojson kept = ojson::array();
+  for (ojson& e : added) {
+    if (e.value("id", int64_t{0}) < kGemma4VocabSize) kept.push_back(std::move(e));
+  }
+  std::stable_sort(kept.begin(), kept.end(), [](const ojson& a, const ojson& b) {
+    return a.value("id", int64_t{0}) < b.value("id", int64_t{0});
+  });
+  added = std::move(kept);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::span<const Gemma4ControlToken> Gemma4ControlTokens() { return kTokens; }
+
+const Gemma4ControlToken* FindGemma4ControlToken(std::string_view gemma4_name) {
+  for (const Gemma4ControlToken& t : kTokens) {
+    if (t.gemma4_name == gemma4_name) return &t;
+  }
+  return nullptr;
+}
+
+Result<std::string> RenameToGemma4Tokens(const std::string& gemma3_tokenizer_json) {
+  // model.vocab (262k keys) is captured as it streams past: an ordered_json object would make
+  // each insert a linear scan. Everything else keeps its key order.
+  std::vector<std::pair<std::string, int64_t>> vocab;
+  bool bad_vocab = false;
+  std::string key;
+  std::vector<std::string> path(4);
+  auto callback = [&](int depth, ojson::parse_event_t event, ojson& parsed) {
+    if (event == ojson::parse_event_t::key && depth <= 3) {
+      path[depth] = parsed.get<std::string>();
+      // A kept key is inserted into the object before its value is seen: discard vocab keys.
+      return !(depth == 3 && path[1] == "model" && path[2] == "vocab");
+    }
+    if (depth == 3 && event == ojson::parse_event_t::value && path[1] == "model" && path[2] == "vocab") {
+      bad_vocab = bad_vocab || !parsed.is_number_integer();
+      vocab.emplace_back(path[3], parsed.is_number_integer() ? parsed.get<int64_t>() : -1);
+      return false;
+    }
+    return true;
+  };
+  ojson root = ojson::parse(gemma3_tokenizer_json, callback, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object() || !root.contains("model") || !root["model"].is_object()) {
+    return Status::Error("tokenizer.json is not valid JSON with a \"model\" object");
+  }
+  if (bad_vocab || vocab.empty()) {
+    return Status::Error("tokenizer.json model.vocab is missing or has a non-integer id");
+  }
+  GK_RETURN_IF_ERROR(RenameVocab(vocab));
+  GK_RETURN_IF_ERROR(RenameAddedTokens(root["added_tokens"]));
+
+  // Dump with a placeholder for the vocab, then splice the vocab text in, in its original order.
+  const std::string placeholder = "@@gemmakit-vocab-placeholder@@";
+  root["model"]["vocab"] = placeholder;
+  std::string text = root.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  const std::string quoted = "\"" + placeholder + "\"";
+  const size_t at = text.find(quoted);
+  if (at == std::string::npos || text.find(quoted, at + 1) != std::string::npos) {
+    return Status::Error("tokenizer.json contains gemmakit's vocab placeholder text; cannot rewrite it");
+  }
+  std::string vocab_text = "{";
+  vocab_text.reserve(vocab.size() * 16);
+  for (size_t i = 0; i < vocab.size(); ++i) {
+    if (i) vocab_text += ',';
+    vocab_text += ojson(vocab[i].first).dump(-1, ' ', false, ojson::error_handler_t::replace);
+    vocab_text += ':';
+    vocab_text += std::to_string(vocab[i].second);
+  }
+  vocab_text += '}';
+  text.replace(at, quoted.size(), vocab_text);
+  return text;
+}
+
+Result<std::string> RenameToGemma4TokenizerConfig(const std::string& gemma3_config_json) {
+  ojson c = ojson::parse(gemma3_config_json, nullptr, /*allow_exceptions=*/false);
+  if (c.is_discarded() || !c.is_object()) {
+    return Status::Error("tokenizer_config.json is not a valid JSON object");
+  }
+  if (c.contains("added_tokens_decoder")) {
+    ojson& dec = c["added_tokens_decoder"];
+    if (!dec.is_object()) return Status::Error("tokenizer_config.json added_tokens_decoder is not an object");
+    for (const Gemma4ControlToken& t : kTokens) {
+      const std::string id = std::to_string(t.id);
+      if (!dec.contains(id)) {
+        ojson e = AddedTokenEntry(-1, t.gemma4_name);
+        dec[id] = std::move(e);
+        continue;
+      }
+      GK_RETURN_IF_ERROR(CheckSlot(t, dec[id].value("content", std::string()),
+                                   "tokenizer_config.json added_tokens_decoder"));
+      dec[id]["content"] = std::string(t.gemma4_name);
+      dec[id]["special"] = true;
+    }
+    ojson kept = ojson::object();
+    for (auto& [id, entry] : dec.items()) {
+      if (std::atoll(id.c_str()) < kGemma4VocabSize) kept[id] = std::move(entry);
+    }
+    dec = std::move(kept);
+  }
+  auto rename = [](ojson& v) {
+    for (const auto& [from, to] : kConfigNames) {
+      if (v.is_string() && v.get<std::string>() == from) v = std::string(to);
+    }
+  };
+  for (auto& [key, value] : c.items()) {
+    if (key != "chat_template") rename(value);
+  }
+  if (c.contains("extra_special_tokens") && c["extra_special_tokens"].is_object()) {
+    for (auto& [key, value] : c["extra_special_tokens"].items()) rename(value);
+  }
+  c["add_bos_token"] = false;
+  c["chat_template"] = std::string(kChatTemplate);
+  return c.dump(2, ' ', false, ojson::error_handler_t::replace);
+}
+
+}  // namespace gk
