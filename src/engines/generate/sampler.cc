@@ -9,10 +9,32 @@ namespace gk {
 
 namespace {
 
-// Sorting all 262,144 logits per token costs more than a small model's forward pass, so the
-// nucleus is looked for among the best kProbe candidates first (one O(V) selection), then
-// 16 times as many, and the full sort only runs when those do not reach top_p.
-constexpr size_t kProbe = 1024;
+using Candidate = std::pair<float, int32_t>;  // (unnormalised probability, token)
+
+bool MoreLikely(const Candidate& a, const Candidate& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+// Reorders c so that its first `cut` elements are the most likely ones whose mass first
+// reaches `target`, and returns cut. A weighted quickselect: each round splits the open range
+// at its median, so the whole search is O(n); sorting 262,144 candidates per token would cost
+// more than a small model's forward pass.
+size_t NucleusCut(std::vector<Candidate>& c, double target) {
+  size_t lo = 0, hi = c.size();  // [0, lo) is in the nucleus; the cut lies in (lo, hi]
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(c.begin() + long(lo), c.begin() + long(mid), c.begin() + long(hi), MoreLikely);
+    double upper = 0;
+    for (size_t i = lo; i < mid; ++i) upper += c[i].first;
+    if (upper >= target) {
+      hi = mid;
+    } else {
+      target -= upper;
+      lo = mid;
+    }
+  }
+  return hi;
+}
 
 }  // namespace
 
@@ -24,43 +46,15 @@ int32_t Sampler::Sample(const float* logits, int64_t n) {
   float top = logits[0];
   for (int64_t i = 1; i < n; ++i) top = std::max(top, logits[i]);
   candidates_.resize(size_t(n));
-  double total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float p = std::exp((logits[i] - top) * inv_t);
-    candidates_[size_t(i)] = {p, int32_t(i)};
-    total += p;
-  }
-  auto by_prob = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-
-  size_t keep = size_t(n);
-  if (params_.top_k > 0 && size_t(params_.top_k) < keep) keep = size_t(params_.top_k);
-  bool probed = false;  // candidates cut to the probe: top_p mass is relative to all tokens
-  for (size_t probe = kProbe; params_.top_p < 1.f && params_.top_k == 0 && probe < keep; probe *= 16) {
-    std::nth_element(candidates_.begin(), candidates_.begin() + long(probe), candidates_.end(), by_prob);
-    double probe_mass = 0;
-    for (size_t i = 0; i < probe; ++i) probe_mass += candidates_[i].first;
-    if (probe_mass / total >= params_.top_p) {
-      keep = probe;
-      probed = true;
-      break;
-    }
-  }
-  if (keep < candidates_.size()) {
-    if (!probed) std::nth_element(candidates_.begin(), candidates_.begin() + long(keep), candidates_.end(), by_prob);
-    candidates_.resize(keep);
+  for (int64_t i = 0; i < n; ++i) candidates_[size_t(i)] = {std::exp((logits[i] - top) * inv_t), int32_t(i)};
+  if (params_.top_k > 0 && params_.top_k < n) {
+    std::nth_element(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(), MoreLikely);
+    candidates_.resize(size_t(params_.top_k));
   }
   double kept = 0;
   for (const auto& c : candidates_) kept += c.first;
-  if (params_.top_p < 1.f) {  // smallest prefix whose mass (of the top-k survivors) reaches top_p
-    std::sort(candidates_.begin(), candidates_.end(), by_prob);
-    const double denom = probed ? total : kept;
-    double mass = 0;
-    size_t cut = 0;
-    while (cut < candidates_.size()) {
-      mass += candidates_[cut++].first / denom;
-      if (mass >= params_.top_p) break;
-    }
-    candidates_.resize(cut);
+  if (params_.top_p < 1.f) {  // nucleus of the top-k survivors, renormalised
+    candidates_.resize(NucleusCut(candidates_, double(params_.top_p) * kept));
     kept = 0;
     for (const auto& c : candidates_) kept += c.first;
   }
