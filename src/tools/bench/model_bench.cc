@@ -62,7 +62,11 @@ Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& o) {
   r.weight_dtype = std::string(DTypeName(model->weights().embed.dtype));
   r.params_b = double(c.ParameterCount()) / 1e9;
   r.bytes_per_token = BytesPerToken(c, model->weights());
-  r.flops_per_token = 2.0 * r.bytes_per_token / double(DTypeSize(model->weights().embed.dtype));
+  // Prefill computes logits for the last position only: the tied head's V × D product runs
+  // once per prompt, every other matrix once per token.
+  const double head_weights = double(model->weights().embed.rows) * double(model->weights().embed.cols);
+  const double weights_per_token = r.bytes_per_token / double(DTypeSize(model->weights().embed.dtype));
+  r.flops_per_token = 2.0 * (weights_per_token - head_weights) + 2.0 * head_weights / o.prompt_len;
 
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(size_t(o.prompt_len));

@@ -1,7 +1,9 @@
 // `gemmakit bench model`: prefill and decode speed of a checkpoint, each printed with the
 // ceiling measured in the same run and the ratio to it.
 //   decode ceiling  = read bandwidth / weight bytes streamed per token
-//   prefill ceiling = FLOP rate / (2 × weights used per token)   (attention FLOPs not counted)
+//   prefill ceiling = FLOP rate / (2 × weights used per token), the output head counted once
+//                     per prompt (only the last position's logits are computed); attention
+//                     FLOPs are not counted
 #pragma once
 
 #include <cstdint>
@@ -31,7 +33,7 @@ struct ModelBenchResult {
   double params_b = 0;
   double load_seconds = 0;
   double bytes_per_token = 0;      // weight bytes streamed per decoded token
-  double flops_per_token = 0;      // 2 × weights used per token
+  double flops_per_token = 0;      // prefill: 2 × weights used per token (head once per prompt)
   double prefill_tok_s = 0, decode_tok_s = 0;  // medians
   Ceilings ceilings;
   double decode_ratio = 0;         // decode tok/s ÷ (read bandwidth / bytes per token)
