@@ -11,7 +11,7 @@
 
 namespace gk {
 
-void GemmaModel::AttentionBlock(int l, int64_t T, int64_t pos0, KvCache& cache) {
+void GemmaModel::AttentionBlock(int l, int64_t T) {
   const ModelConfig& c = config_;
   const LayerWeights& lw = weights_.layers[size_t(l)];
   const int64_t N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l);
@@ -24,12 +24,11 @@ void GemmaModel::AttentionBlock(int l, int64_t T, int64_t pos0, KvCache& cache) 
   pool_->ParallelFor(T * N, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
       RmsNorm(q + i * H, lw.q_norm.data(), H, eps, q + i * H);
-      ApplyRope(q + i * H, H, inv_freq, pos0 + i / N);
+      ApplyRope(q + i * H, H, inv_freq, token_pos_[size_t(i / N)]);
     }
   });
 
   if (!c.IsKvShared(l)) {
-    KvLayer& kv = cache.layers[size_t(l)];
     float* k = s_->k.data();  // (T, K, H)
     float* v = s_->v.data();
     MatMul(lw.k, xn, T, k, *pool_);
@@ -41,7 +40,8 @@ void GemmaModel::AttentionBlock(int l, int64_t T, int64_t pos0, KvCache& cache) 
     const bool v_norm = c.arch == Arch::kGemma4;
     pool_->ParallelFor(T * K, [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i) {
-        const int64_t pos = pos0 + i / K;
+        const int64_t pos = token_pos_[size_t(i / K)];
+        KvLayer& kv = token_cache_[size_t(i / K)]->layers[size_t(l)];
         const int head = int(i % K);
         float* kk = k + i * H;
         RmsNorm(kk, lw.k_norm.data(), H, eps, kk);
@@ -53,16 +53,17 @@ void GemmaModel::AttentionBlock(int l, int64_t T, int64_t pos0, KvCache& cache) 
       }
     });
   }
-  Attend(l, T, pos0, cache.layers[size_t(c.KvSourceLayer(l))]);
+  Attend(l, T);
   MatMul(lw.o, s_->att.data(), T, s_->out.data(), *pool_);
 }
 
-void GemmaModel::Attend(int l, int64_t T, int64_t pos0, const KvLayer& kv) {
+void GemmaModel::Attend(int l, int64_t T) {
   const ModelConfig& c = config_;
   const int64_t N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), group = N / K;
   // Gemma 4 folds the temperature into q_norm (scale 1); Gemma 3 scales by its scalar.
   const float scale = c.arch == Arch::kGemma3 ? 1.f / std::sqrt(c.query_pre_attn_scalar) : 1.f;
   const bool full = c.IsFull(l);
+  const int source = c.KvSourceLayer(l);  // KV-shared layers read an earlier layer's cache
   const float* q = s_->q.data();
   float* att = s_->att.data();
   const int64_t tasks = T * N;
@@ -70,7 +71,8 @@ void GemmaModel::Attend(int l, int64_t T, int64_t pos0, const KvLayer& kv) {
   pool_->ParallelForDynamic(tasks, grain, [&](int64_t b, int64_t e, int thread) {
     float* scores = s_->scores[size_t(thread)].data();
     for (int64_t i = b; i < e; ++i) {
-      const int64_t p = pos0 + i / N;
+      const int64_t p = token_pos_[size_t(i / N)];
+      const KvLayer& kv = token_cache_[size_t(i / N)]->layers[size_t(source)];
       const int kh = int((i % N) / group);
       const int64_t lo = full ? 0 : std::max<int64_t>(0, p - c.sliding_window + 1);
       const float* qv = q + i * H;

@@ -98,29 +98,45 @@ KvCache GemmaModel::NewKvCache(int64_t max_tokens) const {
 }
 
 Status GemmaModel::Forward(std::span<const int32_t> tokens, KvCache& cache, LogitsMode mode, float* logits) {
-  const int64_t n = int64_t(tokens.size());
-  if (n == 0) return Status::Ok();
-  if (cache.num_tokens + n > cache.max_tokens) {
-    return Status::Error(StrCat("sequence of ", cache.num_tokens + n, " tokens exceeds the context of ",
-                                cache.max_tokens, " tokens; shorten the prompt or raise the context length"));
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    if (tokens[size_t(i)] < 0 || tokens[size_t(i)] >= config_.vocab_size) {
-      return Status::Error(StrCat("token id ", tokens[size_t(i)], " at position ", i, " is outside the model's ",
-                                  config_.vocab_size, "-row embedding"));
-    }
-  }
-  for (auto& s : s_->scores) {
-    if (int64_t(s.size()) < cache.max_tokens) s.resize(size_t(cache.max_tokens));
-  }
-  const int64_t V = config_.vocab_size;
+  const int64_t n = int64_t(tokens.size()), V = config_.vocab_size;
   for (int64_t b = 0; b < n; b += max_chunk_) {
     const int64_t T = std::min<int64_t>(max_chunk_, n - b);
     const bool last_chunk = b + T == n;
-    LogitsMode m = mode == LogitsMode::kAll ? LogitsMode::kAll
-                   : (mode == LogitsMode::kLast && last_chunk) ? LogitsMode::kLast : LogitsMode::kNone;
-    ForwardChunk(tokens.data() + b, T, cache, m, m == LogitsMode::kAll ? logits + b * V : logits);
+    BatchItem item{tokens.subspan(size_t(b), size_t(T)), &cache, LogitsMode::kNone};
+    if (mode == LogitsMode::kAll) item.logits = LogitsMode::kAll;
+    if (mode == LogitsMode::kLast && last_chunk) item.logits = LogitsMode::kLast;
+    GK_RETURN_IF_ERROR(ForwardBatch({&item, 1}, mode == LogitsMode::kAll ? logits + b * V : logits));
   }
+  return Status::Ok();
+}
+
+Status GemmaModel::ForwardBatch(std::span<const BatchItem> items, float* logits) {
+  int64_t total = 0;
+  for (const BatchItem& it : items) {
+    const int64_t n = int64_t(it.tokens.size());
+    total += n;
+    if (it.cache->num_tokens + n > it.cache->max_tokens) {
+      return Status::Error(StrCat("sequence of ", it.cache->num_tokens + n, " tokens exceeds the context of ",
+                                  it.cache->max_tokens, " tokens; shorten the prompt or raise the context length"));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t id = it.tokens[size_t(i)];
+      if (id < 0 || id >= config_.vocab_size) {
+        return Status::Error(StrCat("token id ", id, " at position ", i, " is outside the model's ",
+                                    config_.vocab_size, "-row embedding"));
+      }
+    }
+  }
+  if (total > max_chunk_) {
+    return Status::Error(StrCat("batch of ", total, " tokens exceeds the model's ", max_chunk_, "-token pass"));
+  }
+  if (total == 0) return Status::Ok();
+  for (const BatchItem& it : items) {
+    for (auto& s : s_->scores) {
+      if (int64_t(s.size()) < it.cache->max_tokens) s.resize(size_t(it.cache->max_tokens));
+    }
+  }
+  RunBatch(items, logits);
   return Status::Ok();
 }
 
@@ -132,16 +148,27 @@ void GemmaModel::Embed(const int32_t* tokens, int64_t T, float* x) {
   }
 }
 
-void GemmaModel::ForwardChunk(const int32_t* tokens, int64_t T, KvCache& cache, LogitsMode mode, float* logits) {
+void GemmaModel::RunBatch(std::span<const BatchItem> items, float* logits) {
   const ModelConfig& c = config_;
-  const int64_t D = c.hidden_size, pos0 = cache.num_tokens;
+  const int64_t D = c.hidden_size;
+  token_ids_.clear();
+  token_cache_.clear();
+  token_pos_.clear();
+  for (const BatchItem& it : items) {
+    for (size_t i = 0; i < it.tokens.size(); ++i) {
+      token_ids_.push_back(it.tokens[i]);
+      token_cache_.push_back(it.cache);
+      token_pos_.push_back(it.cache->num_tokens + int64_t(i));
+    }
+  }
+  const int64_t T = int64_t(token_ids_.size());
   float* x = s_->x.data();
-  Embed(tokens, T, x);
-  if (c.hidden_size_per_layer_input > 0) PerLayerInputs(tokens, T, x);
+  Embed(token_ids_.data(), T, x);
+  if (c.hidden_size_per_layer_input > 0) PerLayerInputs(token_ids_.data(), T, x);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = weights_.layers[size_t(l)];
     RmsNormRows(x, lw.input_norm.data(), T, D, c.rms_norm_eps, s_->xn.data());
-    AttentionBlock(l, T, pos0, cache);  // xn -> out
+    AttentionBlock(l, T);  // xn -> out
     RmsNormRows(s_->out.data(), lw.post_attn_norm.data(), T, D, c.rms_norm_eps, s_->out.data());
     Add(s_->out.data(), x, T * D);
     FeedForwardBlock(l, T);  // x -> out (dense MLP, plus experts on MoE layers)
@@ -150,15 +177,23 @@ void GemmaModel::ForwardChunk(const int32_t* tokens, int64_t T, KvCache& cache, 
     if (c.hidden_size_per_layer_input > 0) PerLayerInputBlock(l, T);
     if (lw.layer_scalar != 1.f) Scale(x, T * D, lw.layer_scalar);
   }
-  cache.num_tokens += T;
-  if (mode == LogitsMode::kNone) return;
-  const int64_t first = mode == LogitsMode::kAll ? 0 : T - 1;
-  Logits(T - first, x + first * D, logits);
+  // Gather the rows whose logits are wanted (contiguous, in item order) into xn.
+  int64_t rows = 0, t = 0;
+  for (const BatchItem& it : items) {
+    const int64_t n = int64_t(it.tokens.size());
+    const int64_t first = it.logits == LogitsMode::kAll ? 0 : it.logits == LogitsMode::kLast ? n - 1 : n;
+    for (int64_t i = first; i < n; ++i, ++rows) {
+      std::copy(x + (t + i) * D, x + (t + i + 1) * D, s_->xn.data() + rows * D);
+    }
+    t += n;
+    it.cache->num_tokens += n;
+  }
+  if (rows > 0) Logits(rows, s_->xn.data(), logits);
 }
 
 void GemmaModel::Logits(int64_t rows, const float* h, float* logits) {
   const int64_t D = config_.hidden_size, V = config_.vocab_size;
-  float* y = s_->xn.data();
+  float* y = s_->xn.data();  // h may be y itself: the norm works in place
   RmsNormRows(h, weights_.final_norm.data(), rows, D, config_.rms_norm_eps, y);
   MatMul(weights_.embed, y, rows, logits, *pool_);
   if (config_.final_logit_softcap > 0.f) {

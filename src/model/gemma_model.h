@@ -21,6 +21,14 @@ struct ForwardScratch;
 
 enum class LogitsMode { kNone, kLast, kAll };
 
+// One sequence's share of a batched forward pass: its new tokens, at positions
+// cache->num_tokens onwards, and which logit rows it wants back.
+struct BatchItem {
+  std::span<const int32_t> tokens;
+  KvCache* cache = nullptr;
+  LogitsMode logits = LogitsMode::kLast;
+};
+
 struct ModelLoadOptions {
   WeightLoadMode mode = WeightLoadMode::kCopy;
   int max_chunk = 256;  // tokens per forward pass (prefill is cut into chunks of this size)
@@ -45,12 +53,18 @@ class GemmaModel {
   // Errors: token ids outside the embedding, or more tokens than the cache holds.
   Status Forward(std::span<const int32_t> tokens, KvCache& cache, LogitsMode mode, float* logits);
 
+  // Several sequences in one pass (continuous batching): the weights are streamed once for
+  // all their tokens, each token attends over its own sequence's cache. At most max_chunk
+  // tokens in all. Logit rows are written to `logits` in item order: every token's row for
+  // kAll, the last token's for kLast, none for kNone.
+  Status ForwardBatch(std::span<const BatchItem> items, float* logits);
+
  private:
-  void ForwardChunk(const int32_t* tokens, int64_t T, KvCache& cache, LogitsMode mode, float* logits);
+  void RunBatch(std::span<const BatchItem> items, float* logits);
   void Embed(const int32_t* tokens, int64_t T, float* x);
   void PerLayerInputs(const int32_t* tokens, int64_t T, const float* x_emb);
-  void AttentionBlock(int l, int64_t T, int64_t pos0, KvCache& cache);
-  void Attend(int l, int64_t T, int64_t pos0, const KvLayer& kv);
+  void AttentionBlock(int l, int64_t T);
+  void Attend(int l, int64_t T);
   void FeedForwardBlock(int l, int64_t T);
   void MoeBlock(int l, int64_t T);
   void PerLayerInputBlock(int l, int64_t T);
@@ -64,6 +78,9 @@ class GemmaModel {
   float ple_embed_scale_ = 1.f;
   std::vector<float> inv_freq_sliding_, inv_freq_full_;
   std::unique_ptr<ForwardScratch> s_;
+  std::vector<KvCache*> token_cache_;  // per token of the running batch: its sequence's cache
+  std::vector<int64_t> token_pos_;     // per token: its position
+  std::vector<int32_t> token_ids_;     // the batch's tokens, concatenated
 };
 
 }  // namespace gk

@@ -179,3 +179,57 @@ TEST(GemmaModel, LoadsF16Checkpoints) {
 
 }  // namespace
 }  // namespace gk
+
+namespace gk {
+namespace {
+
+// Sequences run together (a prefill beside decodes, different positions) give each the
+// logits it gets alone.
+TEST(GemmaModel, BatchedSequencesMatchSingleRuns) {
+  for (const char* preset : {"tiny", "tiny-e2b"}) {
+    ModelConfig c = SmallVocab(preset);
+    const std::string dir = WriteModel(c, std::string("batch_") + preset, DType::kF32);
+    ThreadPool pool(2);
+    ModelLoadOptions lo;
+    lo.max_chunk = 32;
+    auto model = GemmaModel::Load(dir, &pool, lo);
+    ASSERT_TRUE(model.ok()) << model.message();
+    const int64_t V = 300;
+    std::mt19937 rng(11);
+    std::vector<std::vector<int32_t>> prompts = {std::vector<int32_t>(9), std::vector<int32_t>(3),
+                                                 std::vector<int32_t>(12)};
+    for (auto& p : prompts)
+      for (auto& t : p) t = int32_t(rng() % 300);
+    // Alone: prefill all but the last token, then the last token: keep its logits.
+    std::vector<std::vector<float>> alone;
+    for (const auto& p : prompts) {
+      KvCache cache = (*model)->NewKvCache(32);
+      std::vector<float> lg(static_cast<size_t>(V));
+      ASSERT_TRUE((*model)->Forward({p.data(), p.size() - 1}, cache, LogitsMode::kNone, nullptr).ok());
+      ASSERT_TRUE((*model)->Forward({p.data() + p.size() - 1, 1}, cache, LogitsMode::kLast, lg.data()).ok());
+      alone.push_back(lg);
+    }
+    // Together: sequence 0 prefilled first, then its last token batched with the full
+    // prefills of 1 and 2 (the last one's final token runs in a second batch).
+    std::vector<KvCache> caches;
+    for (int i = 0; i < 3; ++i) caches.push_back((*model)->NewKvCache(32));
+    ASSERT_TRUE((*model)->Forward({prompts[0].data(), 8}, caches[0], LogitsMode::kNone, nullptr).ok());
+    std::vector<BatchItem> batch = {{{prompts[0].data() + 8, 1}, &caches[0], LogitsMode::kLast},
+                                    {{prompts[1].data(), 3}, &caches[1], LogitsMode::kLast},
+                                    {{prompts[2].data(), 11}, &caches[2], LogitsMode::kNone}};
+    std::vector<float> out(size_t(2 * V));
+    ASSERT_TRUE((*model)->ForwardBatch(batch, out.data()).ok());
+    std::vector<float> last(static_cast<size_t>(V));
+    BatchItem tail{{prompts[2].data() + 11, 1}, &caches[2], LogitsMode::kLast};
+    ASSERT_TRUE((*model)->ForwardBatch({&tail, 1}, last.data()).ok());
+    for (int64_t v = 0; v < V; ++v) {
+      EXPECT_NEAR(out[size_t(v)], alone[0][size_t(v)], 1e-4) << preset;
+      EXPECT_NEAR(out[size_t(V + v)], alone[1][size_t(v)], 1e-4) << preset;
+      EXPECT_NEAR(last[size_t(v)], alone[2][size_t(v)], 1e-4) << preset;
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
+}  // namespace
+}  // namespace gk
