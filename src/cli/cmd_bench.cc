@@ -1,10 +1,11 @@
 // gemmakit bench model --model DIR [--threads N] [--prompt-len 512] [--gen-len 128] [--repeats 3]
-//                      [--mmap] [--json]
+//                      [--mmap] [--json] [--quantize none|q8_0] [--batch 16] [--bf16-activations split|round]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "kernels/matmul.h"
 #include "tools/bench/model_bench.h"
 
 namespace gk::cli {
@@ -14,6 +15,7 @@ int RunBench(int argc, char** argv) {
   app.require_subcommand(1);
   ModelBenchOptions o;
   bool mmap = false, json = false;
+  std::string quantize = "none", activations = "split";
   CLI::App* model = app.add_subcommand("model", "prefill and decode tokens/s of a checkpoint");
   model->add_option("--model", o.model_dir, "model directory")->required();
   model->add_option("--threads", o.threads, "worker threads (0 = all cores)");
@@ -22,8 +24,17 @@ int RunBench(int argc, char** argv) {
   model->add_option("--repeats", o.repeats, "runs; medians are reported")->check(CLI::Range(1, 100));
   model->add_flag("--mmap", mmap, "stream weights from an mmap of the file instead of anonymous memory");
   model->add_flag("--json", json, "print one JSON object instead of the table");
+  model->add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
+      ->check(CLI::IsMember({"none", "q8_0"}));
+  model->add_option("--batch", o.batch, "sequences decoded together for the batched figure (0: skip)")
+      ->check(CLI::Range(0, 4096));
+  model->add_option("--bf16-activations", activations,
+                    "split: f32-accurate products (default); round: activations rounded to bf16, faster prefill")
+      ->check(CLI::IsMember({"split", "round"}));
   CLI11_PARSE(app, argc, argv);
+  SetBf16Activations(activations == "round" ? Bf16Activations::kRound : Bf16Activations::kSplit);
   o.load_mode = mmap ? WeightLoadMode::kMmap : WeightLoadMode::kCopy;
+  o.quantize = *ParseQuantType(quantize);
   auto r = RunModelBench(o);
   if (!r.ok()) return Fail(r.status());
   if (json) {

@@ -1,11 +1,12 @@
 // gemmakit generate --model DIR (--prompt TEXT | --chat TEXT) [--max-tokens N] [--temperature T]
-//                   [--top-k K] [--top-p P] [--seed S] [--threads N]
+//                   [--top-k K] [--top-p P] [--seed S] [--threads N] [--quantize none|q8_0]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "cli/common.h"
 #include "engines/generate/generator.h"
 #include "formats/chat_template.h"
+#include "model/quantize.h"
 
 namespace gk::cli {
 
@@ -15,6 +16,7 @@ int RunGenerate(int argc, char** argv) {
   GenerateOptions o;
   o.sampling.temperature = 0.f;
   int threads = 0;
+  std::string quantize = "none";
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)")->required();
   auto* p = app.add_option("--prompt", prompt, "raw text prompt (BOS is prepended)");
   auto* c = app.add_option("--chat", chat, "a user message, wrapped in the chat template");
@@ -26,13 +28,17 @@ int RunGenerate(int argc, char** argv) {
   app.add_option("--top-p", o.sampling.top_p, "nucleus mass")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", o.sampling.seed, "sampling seed");
   app.add_option("--threads", threads, "worker threads (0 = all cores)");
+  app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
+      ->check(CLI::IsMember({"none", "q8_0"}));
   CLI11_PARSE(app, argc, argv);
   if (prompt.empty() && chat.empty()) return Fail("give --prompt TEXT or --chat TEXT");
 
   auto tokenizer = LoadModelTokenizer(model_dir);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   ThreadPool pool(threads);
-  auto model = GemmaModel::Load(model_dir, &pool);
+  ModelLoadOptions lo;
+  lo.quantize = *ParseQuantType(quantize);
+  auto model = GemmaModel::Load(model_dir, &pool, lo);
   if (!model.ok()) return Fail(model.status());
   const ModelConfig& config = (*model)->config();
 

@@ -1,4 +1,5 @@
 // gemmakit logprobs --model DIR (--text TEXT | --tokens ID,ID,...) --json [--dump-logits F.npy] [--chunk N]
+//                   [--quantize none|q8_0]
 // Prints {"tokens": [...], "logprobs": [...], "argmax": [...]}: logprobs[i] is the
 // log-probability the model gave at position i to tokens[i + 1]; argmax[i] its top token.
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@ int RunLogprobs(int argc, char** argv) {
   std::string model_dir, text, tokens_arg, dump;
   bool json_out = false;
   int chunk = 0, threads = 0;
+  std::string quantize = "none";
   app.add_option("--model", model_dir, "model directory")->required();
   auto* t = app.add_option("--text", text, "text to score (BOS is prepended)");
   auto* k = app.add_option("--tokens", tokens_arg, "comma-separated token ids (BOS prepended when missing)");
@@ -27,6 +29,8 @@ int RunLogprobs(int argc, char** argv) {
   app.add_option("--chunk", chunk, "tokens per forward pass; 1 = token-by-token decode, 0 = the whole text at once")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--threads", threads, "worker threads (0 = all cores)");
+  app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
+      ->check(CLI::IsMember({"none", "q8_0"}));
   CLI11_PARSE(app, argc, argv);
   if (text.empty() && tokens_arg.empty()) return Fail("give --text TEXT or --tokens ID,ID,...");
 
@@ -52,6 +56,7 @@ int RunLogprobs(int argc, char** argv) {
   ThreadPool pool(threads);
   ModelLoadOptions lo;
   lo.max_chunk = int(chunk > 0 ? chunk : std::min<int64_t>(n, 512));
+  lo.quantize = *ParseQuantType(quantize);
   auto model = GemmaModel::Load(model_dir, &pool, lo);
   if (!model.ok()) return Fail(model.status());
   const int64_t V = config->vocab_size;

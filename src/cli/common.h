@@ -31,5 +31,6 @@ int RunInit(int argc, char** argv);
 int RunGenerate(int argc, char** argv);
 int RunLogprobs(int argc, char** argv);
 int RunBench(int argc, char** argv);
+int RunQuantize(int argc, char** argv);
 
 }  // namespace gk::cli

@@ -18,6 +18,7 @@ const Command kCommands[] = {
     {"generate", "generate text from a prompt or a chat message", gk::cli::RunGenerate},
     {"logprobs", "per-position log-probabilities and argmax of a text or token list", gk::cli::RunLogprobs},
     {"bench", "benchmarks (bench model: prefill and decode speed against the machine's limits)", gk::cli::RunBench},
+    {"quantize", "write a quantized copy of a checkpoint (q8_0: int8 weights, a scale per 32)", gk::cli::RunQuantize},
 };
 
 void Usage(FILE* out) {

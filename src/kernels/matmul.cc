@@ -1,12 +1,19 @@
 #include "kernels/matmul.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
 #include "kernels/isa.h"
+#include "kernels/matmul_q8.h"
 
 namespace gk {
 
 namespace {
 
 using RowsFn = void (*)(const MatrixView&, const float*, int64_t, float*, int64_t, int64_t);
+using PackedFn = void (*)(const MatrixView&, const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int64_t);
 
 RowsFn ActiveRowsFn() {
   switch (ActiveIsa()) {
@@ -17,13 +24,87 @@ RowsFn ActiveRowsFn() {
   return &MatMulRowsScalar;
 }
 
+PackedFn ActivePackedFn() {
+  return ActiveIsa() == Isa::kAvx512 && CpuHasAvx512Bf16() ? &MatMulPackedAvx512Bf16 : &MatMulPackedScalar;
+}
+
+std::atomic<int> g_bf16_mode{-1};
+
+// Activations as bf16 pairs (and their remainders in split mode) for the packed kernels. One
+// buffer per calling thread, grown to the largest call and then reused: no allocation once warm.
+struct PairBuffers {
+  std::vector<uint32_t> hi, lo;
+};
+
+PairBuffers& Pairs(int64_t n) {
+  thread_local PairBuffers buffers;
+  if (int64_t(buffers.hi.size()) < n) {
+    buffers.hi.resize(size_t(n));
+    buffers.lo.resize(size_t(n));
+  }
+  return buffers;
+}
+
+void ToBf16Pairs(const float* x, int64_t n, uint32_t* hi, uint32_t* lo) {
+  for (int64_t i = 0; i < n; i += 2) {
+    const uint16_t h0 = F32ToBf16(x[i]), h1 = F32ToBf16(x[i + 1]);
+    hi[i / 2] = uint32_t(h0) | (uint32_t(h1) << 16);
+    if (lo) {
+      lo[i / 2] = uint32_t(F32ToBf16(x[i] - Bf16ToF32(h0))) | (uint32_t(F32ToBf16(x[i + 1] - Bf16ToF32(h1))) << 16);
+    }
+  }
+}
+
 }  // namespace
 
+Bf16Activations ActiveBf16Activations() {
+  const int forced = g_bf16_mode.load(std::memory_order_relaxed);
+  if (forced >= 0) return Bf16Activations(forced);
+  static const Bf16Activations from_env = [] {
+    const char* e = std::getenv("GEMMAKIT_BF16_ACTIVATIONS");
+    return e && std::strcmp(e, "round") == 0 ? Bf16Activations::kRound : Bf16Activations::kSplit;
+  }();
+  return from_env;
+}
+
+void SetBf16Activations(Bf16Activations mode) { g_bf16_mode.store(int(mode)); }
+
 void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1) {
+  if (w.dtype == DType::kQ8_0) {  // int8 weights: kernels/matmul_q8.h
+    MatMulRowsQ8(w, x, T, y, r0, r1);
+    return;
+  }
+  if (w.packed) {
+    PairBuffers& b = Pairs(T * w.cols / 2);
+    uint32_t* lo = ActiveBf16Activations() == Bf16Activations::kSplit ? b.lo.data() : nullptr;
+    ToBf16Pairs(x, T * w.cols, b.hi.data(), lo);
+    ActivePackedFn()(w, b.hi.data(), lo, T, y, r0 / 16, (r1 + 15) / 16);
+    return;
+  }
   ActiveRowsFn()(w, x, T, y, r0, r1);
 }
 
 void MatMul(const MatrixView& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  if (w.dtype == DType::kQ8_0) {  // int8 weights: kernels/matmul_q8.h
+    MatMulQ8(w, x, T, y, pool);
+    return;
+  }
+  if (w.packed) {
+    const int64_t pairs = w.cols / 2;
+    PairBuffers& b = Pairs(T * pairs);
+    uint32_t* hi = b.hi.data();
+    uint32_t* lo = ActiveBf16Activations() == Bf16Activations::kSplit ? b.lo.data() : nullptr;
+    if (T > 8) {
+      pool.ParallelFor(T, [&](int64_t t0, int64_t t1, int) {
+        ToBf16Pairs(x + t0 * w.cols, (t1 - t0) * w.cols, hi + t0 * pairs, lo ? lo + t0 * pairs : nullptr);
+      });
+    } else {
+      ToBf16Pairs(x, T * w.cols, hi, lo);
+    }
+    const PackedFn fn = ActivePackedFn();
+    pool.ParallelFor(w.rows / 16, [&](int64_t p0, int64_t p1, int) { fn(w, hi, lo, T, y, p0, p1); });
+    return;
+  }
   const RowsFn rows_fn = ActiveRowsFn();
   // Split rows in blocks of 16 so threads never share a cache line of y.
   const int64_t blocks = (w.rows + 15) / 16;

@@ -22,4 +22,24 @@ void MatMulRowsScalar(const MatrixView& w, const float* x, int64_t T, float* y, 
 void MatMulRowsAvx2(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1);
 void MatMulRowsAvx512(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1);
 
+// How activations meet packed bf16 weights in the dot-product kernels:
+//   kSplit  x = hi + lo, two bf16 each, both multiplied: f32-accurate products (the default;
+//           what the PyTorch oracle's tolerance needs), twice the dot-product instructions
+//   kRound  x rounded to one bf16, as a bf16 PyTorch or vLLM model computes: half the
+//           instructions, ~2^-9 relative rounding per activation
+// Decode is bound by reading the weights, so the split costs it nothing measurable; prefill
+// is bound by the instructions. GEMMAKIT_BF16_ACTIVATIONS=round|split sets the default.
+enum class Bf16Activations { kSplit, kRound };
+Bf16Activations ActiveBf16Activations();
+void SetBf16Activations(Bf16Activations mode);
+
+// Packed bf16 weights (kernels/packed_bf16.h) over panels [p0, p1): x is given as bf16 pairs,
+// T rows of cols/2 uint32 (each the two bf16 of columns 2j and 2j+1, low half first); lo is
+// null (kRound) or the pairs of the rounding remainders (kSplit).
+void MatMulPackedScalar(const MatrixView& w, const uint32_t* xp, const uint32_t* lo, int64_t T, float* y,
+                        int64_t p0, int64_t p1);
+void MatMulPackedAvx512Bf16(const MatrixView& w, const uint32_t* xp, const uint32_t* lo, int64_t T, float* y,
+                            int64_t p0, int64_t p1);
+bool CpuHasAvx512Bf16();
+
 }  // namespace gk

@@ -56,3 +56,62 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace gk
+
+#include "kernels/packed_bf16.h"
+
+namespace gk {
+namespace {
+
+// Packed bf16 weights: the AVX-512 BF16 kernel equals the scalar packed reference (both round
+// activations to bf16 and accumulate in f32), and both stay within bf16 activation rounding of
+// the unpacked f32 product.
+class PackedMatMulTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PackedMatMulTest, MatchesReferences) {
+  const Case shape = GetParam();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  std::vector<uint16_t> w(size_t(shape.rows * shape.cols)), packed;
+  for (auto& v : w) v = F32ToBf16(nd(rng));
+  packed = w;
+  std::vector<float> x(size_t(shape.tokens * shape.cols));
+  for (auto& v : x) v = nd(rng);
+  MatrixView plain{DType::kBF16, shape.rows, shape.cols, w.data()};
+  MatrixView pk{DType::kBF16, shape.rows, shape.cols, packed.data()};
+  ASSERT_TRUE(CanPackBf16(pk));
+  PackBf16InPlace(&pk);
+  // Packing keeps every element addressable.
+  std::vector<float> row_a(size_t(shape.cols)), row_b(size_t(shape.cols));
+  for (int64_t r : {int64_t(0), shape.rows - 1, shape.rows / 2}) {
+    plain.RowToF32(r, row_a.data());
+    pk.RowToF32(r, row_b.data());
+    ASSERT_EQ(row_a, row_b) << "row " << r;
+  }
+  ThreadPool pool(2);
+  std::vector<float> want(size_t(shape.tokens * shape.rows));
+  MatMulRowsScalar(plain, x.data(), shape.tokens, want.data(), 0, shape.rows);
+  for (Bf16Activations mode : {Bf16Activations::kSplit, Bf16Activations::kRound}) {
+    SetBf16Activations(mode);
+    std::vector<float> ref(want.size()), got(want.size(), NAN);
+    SetActiveIsa(Isa::kScalar);
+    MatMul(pk, x.data(), shape.tokens, ref.data(), pool);
+    SetActiveIsa(BestSupportedIsa());
+    MatMul(pk, x.data(), shape.tokens, got.data(), pool);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float tol = 2e-5f * std::sqrt(float(shape.cols)) * (1.f + std::fabs(ref[i]));
+      ASSERT_NEAR(got[i], ref[i], tol) << "element " << i;
+      // Split: f32-accurate. Round: relative rounding 2^-9 per activation, random signs.
+      const float vs_f32 = mode == Bf16Activations::kSplit ? 1e-5f : 8e-3f;
+      ASSERT_NEAR(ref[i], want[i], vs_f32 * std::sqrt(float(shape.cols)) * (1.f + std::fabs(want[i])))
+          << "element " << i;
+    }
+  }
+  SetBf16Activations(Bf16Activations::kSplit);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PackedMatMulTest,
+                         ::testing::Values(Case{16, 2, 1}, Case{32, 64, 1}, Case{80, 258, 7}, Case{64, 600, 13},
+                                           Case{160, 1152, 70}, Case{48, 4096, 2}));
+
+}  // namespace
+}  // namespace gk

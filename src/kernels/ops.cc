@@ -1,10 +1,19 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "kernels/isa.h"
+
 namespace gk {
+namespace {
+
+inline bool UseAvx512() { return ActiveIsa() == Isa::kAvx512; }
+
+}  // namespace
 
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
+  if (UseAvx512()) return RmsNormAvx512(x, w, n, eps, y);
   double ss = 0;  // double: the mean of squares over thousands of values
   for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
   const float inv = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
@@ -25,15 +34,18 @@ float GeluTanh(float x) {
 }
 
 void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  if (UseAvx512()) return GeluTanhMulAvx512(gate, up, n, out);
   for (int64_t i = 0; i < n; ++i) out[i] = GeluTanh(gate[i]) * up[i];
 }
 
 void Softcap(float* x, int64_t n, float cap) {
+  if (UseAvx512()) return SoftcapAvx512(x, n, cap);
   const float inv = 1.f / cap;
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
 }
 
 void SoftmaxInPlace(float* x, int64_t n) {
+  if (UseAvx512()) return SoftmaxInPlaceAvx512(x, n);
   float m = -INFINITY;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
   float s = 0.f;
@@ -62,20 +74,24 @@ int64_t ArgMax(const float* x, int64_t n) {
 }
 
 float Dot(const float* a, const float* b, int64_t n) {
+  if (UseAvx512()) return DotAvx512(a, b, n);
   float s = 0.f;
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
 }
 
 void Axpy(float a, const float* x, float* y, int64_t n) {
+  if (UseAvx512()) return AxpyAvx512(a, x, y, n);
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
 void Scale(float* x, int64_t n, float s) {
+  if (UseAvx512()) return ScaleAvx512(x, n, s);
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 void Add(const float* a, float* y, int64_t n) {
+  if (UseAvx512()) return AddAvx512(a, y, n);
   for (int64_t i = 0; i < n; ++i) y[i] += a[i];
 }
 

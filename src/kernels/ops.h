@@ -1,5 +1,8 @@
 // Element-wise and row-wise operations of the decoder, in float32. These are O(T·D) against
-// the matrix products' O(T·D²), so plain loops that the compiler vectorises are enough here.
+// the matrix products' O(T·D²); still, at decode they run once per row between matrix
+// products, so the hot ones have AVX-512 versions (kernels/cpu/ops_avx512.cc) chosen at run
+// time like MatMul (GEMMAKIT_ISA=scalar forces the loops here). The vector versions agree
+// with the scalar ones to a few ulp (tanh/exp ≤ 2 ulp, sums in a different order).
 #pragma once
 
 #include <cstdint>
@@ -30,5 +33,15 @@ void Add(const float* a, float* y, int64_t n);  // y += a
 // Rotate-half ("NeoX") RoPE of one head vector of dim H in place: dimension i pairs with
 // i + H/2. inv_freq has H/2 entries (zeros leave their pair unrotated).
 void ApplyRope(float* v, int64_t H, const float* inv_freq, int64_t pos);
+
+// AVX-512 versions, same contracts (called through the functions above).
+void RmsNormAvx512(const float* x, const float* w, int64_t n, float eps, float* y);
+void GeluTanhMulAvx512(const float* gate, const float* up, int64_t n, float* out);
+void SoftcapAvx512(float* x, int64_t n, float cap);
+void SoftmaxInPlaceAvx512(float* x, int64_t n);
+float DotAvx512(const float* a, const float* b, int64_t n);
+void AxpyAvx512(float a, const float* x, float* y, int64_t n);
+void ScaleAvx512(float* x, int64_t n, float s);
+void AddAvx512(const float* a, float* y, int64_t n);
 
 }  // namespace gk

@@ -1,9 +1,11 @@
 // The attention block: projections, q/k/v norms, RoPE, the KV cache write, and
-// softmax(q·k)·v over each query's visible positions (causal; sliding layers also windowed).
+// softmax(q·k)·v over each query's visible positions (causal; sliding layers also windowed),
+// computed by kernels/attention.h over the cache's segments.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/forward_scratch.h"
@@ -46,10 +48,9 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
         float* kk = k + i * H;
         RmsNorm(kk, lw.k_norm.data(), H, eps, kk);
         ApplyRope(kk, H, inv_freq, pos);
-        std::memcpy(kv.K(pos, head), kk, sizeof(float) * size_t(H));
         float* vv = v + i * H;
         if (v_norm) RmsNorm(vv, nullptr, H, eps, vv);
-        std::memcpy(kv.V(pos, head), vv, sizeof(float) * size_t(H));
+        kv.Write(pos, head, kk, vv);  // in the cache's dtype (bf16: rounded to nearest even)
       }
     });
   }
@@ -57,6 +58,9 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
   MatMul(lw.o, s_->att.data(), T, s_->out.data(), *pool_);
 }
 
+// One task per (token, kv head): the group of query heads sharing the kv head attends over the
+// token's visible positions (one or two ring segments). AttendTasks spreads the tasks over
+// the threads, splitting long ones when a decode step has fewer tasks than threads.
 void GemmaModel::Attend(int l, int64_t T) {
   const ModelConfig& c = config_;
   const int64_t N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), group = N / K;
@@ -66,23 +70,21 @@ void GemmaModel::Attend(int l, int64_t T) {
   const int source = c.KvSourceLayer(l);  // KV-shared layers read an earlier layer's cache
   const float* q = s_->q.data();
   float* att = s_->att.data();
-  const int64_t tasks = T * N;
-  const int64_t grain = std::max<int64_t>(1, tasks / (4 * pool_->size()));
-  pool_->ParallelForDynamic(tasks, grain, [&](int64_t b, int64_t e, int thread) {
-    float* scores = s_->scores[size_t(thread)].data();
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t p = token_pos_[size_t(i / N)];
-      const KvLayer& kv = token_cache_[size_t(i / N)]->layers[size_t(source)];
-      const int kh = int((i % N) / group);
-      const int64_t lo = full ? 0 : std::max<int64_t>(0, p - c.sliding_window + 1);
-      const float* qv = q + i * H;
-      for (int64_t j = lo; j <= p; ++j) scores[j - lo] = Dot(qv, kv.K(j, kh), H) * scale;
-      SoftmaxInPlace(scores, p - lo + 1);
-      float* o = att + i * H;
-      std::memset(o, 0, sizeof(float) * size_t(H));
-      for (int64_t j = lo; j <= p; ++j) Axpy(scores[j - lo], kv.V(j, kh), o, H);
-    }
-  });
+  AttendTasks(
+      T * K,
+      [&](int64_t i, AttentionTask& task) {
+        const int64_t t = i / K, p = token_pos_[size_t(t)];
+        const int kh = int(i % K);
+        const int64_t lo = full ? 0 : std::max<int64_t>(0, p - c.sliding_window + 1);
+        const KvLayer& kv = token_cache_[size_t(t)]->layers[size_t(source)];
+        const int nseg = kv.Segments(lo, p, kh, task.inline_segments);
+        task.segments = {task.inline_segments, size_t(nseg)};
+        const int64_t row = (t * N + kh * group) * H;  // query and output rows of the group
+        task.query = AttentionQuery{q + row, H, int(group), int(H), scale, kv.dtype};
+        task.out = att + row;
+        task.out_stride = H;
+      },
+      *pool_);
 }
 
 }  // namespace gk

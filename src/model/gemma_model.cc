@@ -6,13 +6,18 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/forward_scratch.h"
+#include "model/weight_packing.h"
 
 namespace gk {
 
 Result<std::unique_ptr<GemmaModel>> GemmaModel::Load(const std::string& dir, ThreadPool* pool,
                                                      const ModelLoadOptions& options) {
   GK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
-  GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(dir, config, options.mode));
+  // Quantizing reads each matrix once into new memory: map the files rather than copy them.
+  const bool quantize = options.quantize != QuantType::kNone;
+  GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(dir, config, quantize ? WeightLoadMode::kMmap : options.mode));
+  if (quantize) GK_RETURN_IF_ERROR(QuantizeWeights(&weights, options.quantize));
+  if (options.pack) PackWeightsForCpu(&weights);
   return std::make_unique<GemmaModel>(std::move(config), std::move(weights), pool, options.max_chunk);
 }
 
@@ -32,7 +37,9 @@ std::vector<float> InvFreq(const RopeParams& r, int H) {
 // sqrt(n) as the weights' dtype holds it (the reference implementations round it).
 float ScaleInDtype(int n, DType dt) {
   const float s = std::sqrt(float(n));
-  return dt == DType::kBF16 ? RoundToBf16(s) : s;
+  if (dt == DType::kBF16) return RoundToBf16(s);
+  if (dt == DType::kF16) return F16ToF32(F32ToF16(s));
+  return s;
 }
 
 }  // namespace
@@ -41,9 +48,10 @@ GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* poo
     : config_(std::move(config)), weights_(std::move(weights)), pool_(pool), max_chunk_(std::max(1, max_chunk)),
       s_(std::make_unique<ForwardScratch>()) {
   const ModelConfig& c = config_;
-  embed_scale_ = ScaleInDtype(c.hidden_size, weights_.embed.dtype);
+  // The scale rounds to the checkpoint's dtype, also when the weights were quantized since.
+  embed_scale_ = ScaleInDtype(c.hidden_size, weights_.checkpoint_dtype);
   if (c.hidden_size_per_layer_input > 0) {
-    ple_embed_scale_ = ScaleInDtype(c.hidden_size_per_layer_input, weights_.ple_embed.dtype);
+    ple_embed_scale_ = ScaleInDtype(c.hidden_size_per_layer_input, weights_.checkpoint_dtype);
   }
   inv_freq_sliding_ = InvFreq(c.rope_sliding, c.head_dim);
   inv_freq_full_ = InvFreq(c.rope_full, c.global_head_dim);
@@ -90,9 +98,12 @@ KvCache GemmaModel::NewKvCache(int64_t max_tokens) const {
     if (config_.IsKvShared(l)) continue;
     kv.capacity = config_.IsFull(l) ? max_tokens
                                     : std::min<int64_t>(max_tokens, config_.sliding_window + max_chunk_ - 1);
-    const size_t n = size_t(kv.capacity) * size_t(kv.kv_heads) * size_t(kv.head_dim);
-    kv.k.assign(n, 0.f);
-    kv.v.assign(n, 0.f);
+    // f32 weights give an f32 cache (exact), bf16 or quantised ones a 16-bit cache (half
+    // the bytes attention streams); see kv_cache.h.
+    kv.dtype = KvCacheDType(weights_.layers[size_t(l)].k.dtype);
+    const size_t bytes = size_t(kv.capacity) * size_t(kv.kv_heads) * size_t(kv.head_dim) * kv.ElemBytes();
+    kv.k = KvBuffer(bytes);  // zeroed, committed as positions are written
+    kv.v = KvBuffer(bytes);
   }
   return cache;
 }

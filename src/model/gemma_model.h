@@ -12,6 +12,7 @@
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/quantize.h"
 #include "model/weights.h"
 #include "tensor/thread_pool.h"
 
@@ -32,6 +33,8 @@ struct BatchItem {
 struct ModelLoadOptions {
   WeightLoadMode mode = WeightLoadMode::kCopy;
   int max_chunk = 256;  // tokens per forward pass (prefill is cut into chunks of this size)
+  bool pack = true;     // repack bf16 weights for the CPU's dot-product kernels (weight_packing.h)
+  QuantType quantize = QuantType::kNone;  // quantize the matrices at load (model/quantize.h)
 };
 
 class GemmaModel {

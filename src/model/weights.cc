@@ -8,6 +8,7 @@
 #include <set>
 
 #include "formats/safetensors.h"
+#include "model/quantize.h"
 
 namespace gk {
 namespace {
@@ -135,9 +136,14 @@ Status CheckNamesAndShapes(const SafetensorsSet& set, const std::vector<WeightSl
       return Status::Error(StrCat(dir, ": tensor ", x.name, " has shape ", ShapeStr(t->shape), ", config.json implies ",
                                   ShapeStr(x.shape)));
     }
+    if (t->dtype == DType::kI8 && (x.matrix || x.experts)) {  // Q8_0 codes (model/quantize.h)
+      GK_RETURN_IF_ERROR(CheckQ8Tensor(set, *t, dir));
+      wanted.insert(Q8ScaleName(x.name));
+      continue;
+    }
     if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16) {
       return Status::Error(StrCat(dir, ": tensor ", x.name, " has dtype ", DTypeName(t->dtype),
-                                  "; expected F32, BF16 or F16"));
+                                  "; expected F32, BF16 or F16 (or I8 with block scales)"));
     }
   }
   if (!missing.empty()) {
@@ -195,7 +201,8 @@ Result<ModelWeights> LoadWeights(const std::string& dir, const ModelConfig& c, W
   for (const WeightSlot& x : expected) {
     if (!x.matrix && !x.experts) continue;
     const TensorInfo& t = *set.Find(x.name);
-    if (mode == WeightLoadMode::kCopy || t.dtype == DType::kF16) total += (stored_bytes(t) + 63) / 64 * 64;
+    if (t.dtype == DType::kI8) total += Q8TensorBytes(t.shape);  // Q8_0: repacked, also in mmap mode
+    else if (mode == WeightLoadMode::kCopy || t.dtype == DType::kF16) total += (stored_bytes(t) + 63) / 64 * 64;
   }
   auto storage = AllocateAnonymous(total);
   if (!storage) return Result<ModelWeights>::Error(StrCat("cannot allocate ", total, " bytes for the weights"));
@@ -205,6 +212,12 @@ Result<ModelWeights> LoadWeights(const std::string& dir, const ModelConfig& c, W
     const TensorInfo& t = *set.Find(x.name);
     const DType dt = t.dtype == DType::kF16 ? DType::kF32 : t.dtype;
     const uint8_t* data = nullptr;
+    if ((x.matrix || x.experts) && t.dtype == DType::kI8) {  // Q8_0 codes + scales (model/quantize.h)
+      GK_RETURN_IF_ERROR(ReadQ8Tensor(set, t, x, cursor));
+      cursor += Q8TensorBytes(t.shape);
+      w.matrix_bytes += Q8TensorBytes(t.shape);
+      continue;
+    }
     if (x.matrix || x.experts) {
       if (mode == WeightLoadMode::kMmap && t.dtype != DType::kF16) {
         GK_ASSIGN_OR_RETURN(data, set.Map(t));
@@ -237,6 +250,11 @@ Result<ModelWeights> LoadWeights(const std::string& dir, const ModelConfig& c, W
     for (float& v : f) v += x.add;
     if (x.scalar) *x.scalar = f[0];
     else *x.vec = std::move(f);
+  }
+  // Quantized checkpoints keep the dtype they were made from in config.json.
+  w.checkpoint_dtype = set.Find(prefix + "embed_tokens.weight")->dtype;
+  if (w.checkpoint_dtype != DType::kF32 && w.checkpoint_dtype != DType::kF16) {
+    w.checkpoint_dtype = c.torch_dtype == "float32" ? DType::kF32 : c.torch_dtype == "float16" ? DType::kF16 : DType::kBF16;
   }
   w.mmapped = mode == WeightLoadMode::kMmap;
   if (w.mmapped) {

@@ -51,6 +51,7 @@ struct ModelWeights {
   MatrixView ple_model_proj;           // (L·P, D)
   std::vector<float> ple_proj_norm;    // (P)
   uint64_t matrix_bytes = 0;           // bytes of all matrices (streamed per decoded token)
+  DType checkpoint_dtype = DType::kBF16;  // the embedding's dtype on disk (before quantizing)
   bool mmapped = false;
 
   std::shared_ptr<void> storage;       // owns the memory the views point into
@@ -82,6 +83,21 @@ struct WeightSlot {
 // unused (k/v of KV-shared layers).
 std::vector<WeightSlot> WeightSlots(const ModelConfig& c, const std::string& prefix, ModelWeights* dest = nullptr,
                                     std::set<std::string>* ignored = nullptr);
+
+// Calls fn(matrix) for every matrix of the model (embedding/head, PLE, per-layer, experts).
+template <class W, class Fn>
+void ForEachMatrix(W& w, Fn fn) {
+  for (auto* m : {&w.embed, &w.ple_embed, &w.ple_model_proj}) {
+    if (!m->empty()) fn(*m);
+  }
+  for (auto& l : w.layers) {
+    for (auto* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down, &l.ple_gate, &l.ple_proj, &l.router}) {
+      if (!m->empty()) fn(*m);
+    }
+    for (auto& m : l.expert_gate_up) fn(m);
+    for (auto& m : l.expert_down) fn(m);
+  }
+}
 
 enum class WeightLoadMode { kCopy, kMmap };
 

@@ -9,7 +9,7 @@ size_t DTypeSize(DType t) {
     case DType::kF64: case DType::kI64: return 8;
     case DType::kF32: case DType::kI32: return 4;
     case DType::kBF16: case DType::kF16: case DType::kI16: return 2;
-    case DType::kI8: case DType::kU8: case DType::kBool: return 1;
+    case DType::kI8: case DType::kU8: case DType::kBool: case DType::kQ8_0: return 1;
     case DType::kUnknown: return 0;
   }
   return 0;
@@ -27,6 +27,7 @@ std::string_view DTypeName(DType t) {
     case DType::kI8: return "I8";
     case DType::kU8: return "U8";
     case DType::kBool: return "BOOL";
+    case DType::kQ8_0: return "Q8_0";
     case DType::kUnknown: return "UNKNOWN";
   }
   return "UNKNOWN";

@@ -8,9 +8,11 @@
 
 namespace gk {
 
-enum class DType : uint8_t { kF32, kBF16, kF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool, kUnknown };
+// kQ8_0 is the engine's block-quantized matrix format (see MatrixView), not a safetensors dtype:
+// DTypeFromName never returns it.
+enum class DType : uint8_t { kF32, kBF16, kF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool, kQ8_0, kUnknown };
 
-// Bytes per element (0 for kUnknown).
+// Bytes per element (0 for kUnknown; 1 for kQ8_0, whose block scales come on top).
 size_t DTypeSize(DType t);
 // Safetensors spelling: "F32", "BF16", ...
 std::string_view DTypeName(DType t);

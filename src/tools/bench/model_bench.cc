@@ -7,6 +7,7 @@
 #include <random>
 
 #include "kernels/isa.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/gemma_model.h"
 
@@ -22,20 +23,20 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Bytes a decode step streams: every matrix, except that the per-layer embedding table is a
-// row lookup and only top_k of the experts run.
-double BytesPerToken(const ModelConfig& c, const ModelWeights& w) {
-  double b = double(w.matrix_bytes);
-  if (!w.ple_embed.empty()) b -= double(w.ple_embed.bytes());
-  if (c.enable_moe_block) {
-    double experts = 0;
-    for (const auto& l : w.layers) {
-      for (const auto& m : l.expert_gate_up) experts += double(m.bytes());
-      for (const auto& m : l.expert_down) experts += double(m.bytes());
-    }
-    b -= experts * (1.0 - double(c.top_k_experts) / c.num_experts);
+// What a decode step streams, summed with `measure` (bytes or weights) over the matrices:
+// every matrix, except that the per-layer embedding table is a row lookup and only top_k of
+// the experts run.
+template <class Measure>
+double PerToken(const ModelConfig& c, const ModelWeights& w, Measure measure) {
+  double total = 0, experts = 0;
+  ForEachMatrix(w, [&](const MatrixView& m) { total += measure(m); });
+  if (!w.ple_embed.empty()) total -= measure(w.ple_embed);
+  for (const auto& l : w.layers) {
+    for (const auto& m : l.expert_gate_up) experts += measure(m);
+    for (const auto& m : l.expert_down) experts += measure(m);
   }
-  return b;
+  if (c.enable_moe_block) total -= experts * (1.0 - double(c.top_k_experts) / c.num_experts);
+  return total;
 }
 
 }  // namespace
@@ -53,19 +54,26 @@ Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& o) {
 
   ModelLoadOptions lo;
   lo.mode = o.load_mode;
+  lo.quantize = o.quantize;
   lo.max_chunk = std::max(1, o.prompt_len);
   const double t0 = Now();
   GK_ASSIGN_OR_RETURN(auto model, GemmaModel::Load(o.model_dir, &pool, lo));
   r.load_seconds = Now() - t0;
   const ModelConfig& c = model->config();
   r.arch = c.arch == Arch::kGemma4 ? "gemma4" : "gemma3";
+  r.activations = ActiveBf16Activations() == Bf16Activations::kSplit ? "split" : "round";
+  const MatrixView& probe = model->weights().layers.empty() ? model->weights().embed : model->weights().layers[0].gate;
+  r.weight_format = probe.dtype == DType::kQ8_0 ? "q8_0"
+                    : probe.packed              ? "bf16 packed"
+                                                : std::string(probe.dtype == DType::kF32 ? "f32" : "bf16");
   r.weight_dtype = std::string(DTypeName(model->weights().embed.dtype));
   r.params_b = double(c.ParameterCount()) / 1e9;
-  r.bytes_per_token = BytesPerToken(c, model->weights());
+  r.bytes_per_token = PerToken(c, model->weights(), [](const MatrixView& m) { return double(m.bytes()); });
   // Prefill computes logits for the last position only: the tied head's V × D product runs
   // once per prompt, every other matrix once per token.
   const double head_weights = double(model->weights().embed.rows) * double(model->weights().embed.cols);
-  const double weights_per_token = r.bytes_per_token / double(DTypeSize(model->weights().embed.dtype));
+  const double weights_per_token =
+      PerToken(c, model->weights(), [](const MatrixView& m) { return double(m.rows) * double(m.cols); });
   r.flops_per_token = 2.0 * (weights_per_token - head_weights) + 2.0 * head_weights / o.prompt_len;
 
   std::mt19937 rng(1234);
@@ -88,6 +96,40 @@ Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& o) {
   }
   r.prefill_tok_s = Median(prefill);
   r.decode_tok_s = Median(decode);
+  if (o.batch > 0) {
+    // Continuous batching's steady state: `batch` sequences each decoding one token per pass.
+    const int B = std::min(o.batch, model->max_chunk());
+    const int warm = 16;
+    std::vector<KvCache> caches;
+    std::vector<int32_t> next(static_cast<size_t>(B));
+    std::vector<BatchItem> items(static_cast<size_t>(B));
+    std::vector<float> batch_logits(size_t(B) * size_t(c.vocab_size));
+    for (int b = 0; b < B; ++b) caches.push_back(model->NewKvCache(warm + o.gen_len + 1));
+    for (int b = 0; b < B; ++b) {
+      GK_RETURN_IF_ERROR(model->Forward({prompt.data() + b, size_t(warm)}, caches[size_t(b)], LogitsMode::kLast,
+                                        batch_logits.data() + size_t(b) * c.vocab_size));
+    }
+    std::vector<double> rates;
+    for (int rep = 0; rep < o.repeats; ++rep) {
+      double s = Now();
+      const int steps = std::max(1, o.gen_len / o.repeats);
+      for (int i = 0; i < steps; ++i) {
+        for (int b = 0; b < B; ++b) {
+          next[size_t(b)] = int32_t(ArgMax(batch_logits.data() + size_t(b) * c.vocab_size, c.vocab_size));
+          items[size_t(b)] = BatchItem{{&next[size_t(b)], 1}, &caches[size_t(b)], LogitsMode::kLast};
+        }
+        GK_RETURN_IF_ERROR(model->ForwardBatch(items, batch_logits.data()));
+      }
+      rates.push_back(double(B) * steps / (Now() - s));
+    }
+    r.batch = B;
+    r.batch_decode_tok_s = Median(rates);
+    r.batch_speedup = r.batch_decode_tok_s / r.decode_tok_s;
+    const double peak = r.weight_format == "bf16 packed" && r.activations == "round" ? r.ceilings.bf16_gflops
+                                                                                     : r.ceilings.fp32_gflops;
+    // Every decoded token uses every weight, head included (each sequence needs its logits).
+    if (peak > 0) r.batch_compute_ratio = r.batch_decode_tok_s * 2.0 * weights_per_token / 1e9 / peak;
+  }
   r.decode_ratio = r.decode_tok_s * r.bytes_per_token / (r.ceilings.read_gbps * 1e9);
   const double prefill_gflops = r.prefill_tok_s * r.flops_per_token / 1e9;
   if (r.ceilings.fp32_gflops > 0) r.prefill_ratio_fp32 = prefill_gflops / r.ceilings.fp32_gflops;
@@ -103,12 +145,15 @@ std::string FormatModelBench(const ModelBenchResult& r) {
                 "model    %s: %s, %.3f B params, %s weights in %s (loaded in %.2f s), %d threads, %s kernels\n"
                 "machine  read bandwidth %.1f GB/s | fp32 FMA peak %.0f GFLOP/s | bf16 dot peak %.0f GFLOP/s\n"
                 "prefill  %d tokens: %.1f tokens/s = %.1f GFLOP/s = %.2f of fp32 FMA peak, %.2f of bf16 peak\n"
-                "decode   %d tokens: %.2f tokens/s x %.3f GB/token = %.1f GB/s = %.2f of read bandwidth\n",
+                "decode   %d tokens: %.2f tokens/s x %.3f GB/token = %.1f GB/s = %.2f of read bandwidth\n"
+                "batched  %d sequences: %.1f tokens/s = %.1fx single-sequence decode, %.2f of the FLOP peak\n"
+                "kernels  weights %s, bf16 activations %s\n",
                 r.model_dir.c_str(), r.arch.c_str(), r.params_b, r.weight_dtype.c_str(), r.load_mode.c_str(),
                 r.load_seconds, r.threads, r.isa.c_str(), r.ceilings.read_gbps, r.ceilings.fp32_gflops,
                 r.ceilings.bf16_gflops, r.prompt_len, r.prefill_tok_s, prefill_gflops, r.prefill_ratio_fp32,
                 r.prefill_ratio_bf16, r.gen_len, r.decode_tok_s, r.bytes_per_token / 1e9, decode_gbps,
-                r.decode_ratio);
+                r.decode_ratio, r.batch, r.batch_decode_tok_s, r.batch_speedup, r.batch_compute_ratio,
+                r.weight_format.c_str(), r.activations.c_str());
   return buf;
 }
 
@@ -120,7 +165,9 @@ nlohmann::json ModelBenchToJson(const ModelBenchResult& r) {
           {"decode_tok_s", r.decode_tok_s}, {"read_gbps", r.ceilings.read_gbps},
           {"fp32_gflops", r.ceilings.fp32_gflops}, {"bf16_gflops", r.ceilings.bf16_gflops},
           {"decode_ratio", r.decode_ratio}, {"prefill_ratio_fp32", r.prefill_ratio_fp32},
-          {"prefill_ratio_bf16", r.prefill_ratio_bf16}};
+          {"prefill_ratio_bf16", r.prefill_ratio_bf16}, {"activations", r.activations},
+          {"weight_format", r.weight_format}, {"batch", r.batch}, {"batch_decode_tok_s", r.batch_decode_tok_s},
+          {"batch_speedup", r.batch_speedup}, {"batch_compute_ratio", r.batch_compute_ratio}};
 }
 
 }  // namespace gk

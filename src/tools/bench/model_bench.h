@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/quantize.h"
 #include "model/weights.h"
 #include "tools/bench/ceilings.h"
 #include "util/result.h"
@@ -24,6 +25,8 @@ struct ModelBenchOptions {
   int gen_len = 128;
   int repeats = 3;
   WeightLoadMode load_mode = WeightLoadMode::kCopy;
+  QuantType quantize = QuantType::kNone;
+  int batch = 16;  // sequences decoded together for the batched-decode figure (0: skip)
   uint64_t bandwidth_buffer_bytes = 1ull << 30;
 };
 
@@ -34,7 +37,13 @@ struct ModelBenchResult {
   double load_seconds = 0;
   double bytes_per_token = 0;      // weight bytes streamed per decoded token
   double flops_per_token = 0;      // prefill: 2 × weights used per token (head once per prompt)
+  std::string activations;         // bf16 activations in the dot-product kernels: split or round
+  std::string weight_format;       // as stored in memory: bf16 packed, bf16, f32, q8_0
   double prefill_tok_s = 0, decode_tok_s = 0;  // medians
+  int batch = 0;
+  double batch_decode_tok_s = 0;   // all sequences together
+  double batch_speedup = 0;        // ÷ decode_tok_s
+  double batch_compute_ratio = 0;  // batched FLOP/s ÷ the peak of the kernel's instruction type
   Ceilings ceilings;
   double decode_ratio = 0;         // decode tok/s ÷ (read bandwidth / bytes per token)
   double prefill_ratio_fp32 = 0;   // prefill FLOP/s ÷ fp32 FMA peak

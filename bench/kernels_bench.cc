@@ -1,0 +1,125 @@
+// MatMul, RMSNorm, RoPE and the element-wise row ops. MatMul reports GB/s of weight bytes and
+// of_bw (decode, T = 1, streams W once) and GFLOP/s (2·rows·cols·T, for T = 64 the figure
+// that matters); the row ops report GB/s of bytes read and written and elements/s.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "bench_common.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace gk::bench {
+namespace {
+
+std::vector<float> RandomVector(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+// Args: rows, cols, T, dtype (0 f32, 2 bf16), threads. W is 4096 × 2048: 32 MiB (f32) or
+// 16 MiB (bf16).
+void BM_MatMul(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), T = state.range(2);
+  const DType dtype = state.range(3) == 0 ? DType::kF32 : DType::kBF16;
+  const int threads = int(state.range(4));
+  ThreadPool& pool = Pool(threads);
+  // Copies of W rotate so that together they exceed the 32 MiB L3 four times over.
+  const size_t bytes = size_t(rows * cols) * DTypeSize(dtype);
+  const int copies = std::max(2, int((size_t(128) << 20) / bytes));
+  const std::vector<float> wf = RandomVector(size_t(rows * cols), 1);
+  std::vector<std::vector<uint8_t>> store(static_cast<size_t>(copies));
+  for (auto& c : store) {
+    c.resize(bytes);
+    if (dtype == DType::kF32) {
+      std::memcpy(c.data(), wf.data(), bytes);
+    } else {
+      auto* b = reinterpret_cast<uint16_t*>(c.data());
+      for (size_t i = 0; i < wf.size(); ++i) b[i] = F32ToBf16(wf[i]);
+    }
+  }
+  const std::vector<float> x = RandomVector(size_t(T * cols), 2);
+  std::vector<float> y(static_cast<size_t>(T * rows));
+  int64_t step = 0;
+  const WallTimer timer;
+  for (auto _ : state) {
+    const MatrixView w{dtype, rows, cols, store[size_t(step++ % copies)].data()};
+    MatMul(w, x.data(), T, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double seconds = timer.Seconds();
+  SetBandwidthCounters(state, double(rows * cols) * double(DTypeSize(dtype)), seconds, threads);
+  state.counters["GFLOP/s"] = 2.0 * double(rows * cols * T) * double(state.iterations()) / seconds / 1e9;
+  state.SetLabel(std::string(DTypeName(dtype)));
+}
+BENCHMARK(BM_MatMul)
+    ->ArgsProduct({{4096}, {2048}, {1, 64}, {0, 2}, {1, 2}})
+    ->ArgNames({"rows", "cols", "T", "dtype", "thr"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// Rows of RmsNorm as the decoder runs them (T rows of D; weights shared): bytes = x + y.
+void BM_RmsNorm(benchmark::State& state) {
+  const int64_t D = state.range(0), T = state.range(1);
+  const std::vector<float> x = RandomVector(size_t(T * D), 3), w = RandomVector(size_t(D), 4);
+  std::vector<float> y(x.size());
+  for (auto _ : state) {
+    RmsNormRows(x.data(), w.data(), T, D, 1e-6f, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(8.0 * double(T * D) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * T * D);
+}
+BENCHMARK(BM_RmsNorm)->ArgsProduct({{1152, 2816, 5376}, {1, 64}})->ArgNames({"D", "T"});
+
+// RoPE of one token's heads: N heads of H, the full-layer case with 64 of 256 pairs rotating.
+void BM_Rope(benchmark::State& state) {
+  const int64_t H = state.range(0), N = state.range(1), rotated = state.range(2);
+  std::vector<float> v = RandomVector(size_t(N * H), 5), inv_freq(size_t(H / 2), 0.f);
+  for (int64_t i = 0; i < rotated; ++i) inv_freq[size_t(i)] = std::pow(10000.f, -2.f * float(i) / float(H));
+  int64_t pos = 12345;
+  for (auto _ : state) {
+    for (int64_t n = 0; n < N; ++n) ApplyRope(v.data() + n * H, H, inv_freq.data(), pos);
+    benchmark::DoNotOptimize(v.data());
+  }
+  state.counters["pairs/s"] = benchmark::Counter(double(N * rotated), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * N * H);
+}
+BENCHMARK(BM_Rope)->Args({256, 8, 128})->Args({512, 8, 64})->ArgNames({"H", "N", "rotated"});
+
+// GeGLU (T·F elements: gate, up read, out written) and the final softcap over a vocab row.
+void BM_GeluTanhMul(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> g = RandomVector(size_t(n), 6), u = RandomVector(size_t(n), 7);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    GeluTanhMul(g.data(), u.data(), n, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(12.0 * double(n) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_GeluTanhMul)->Arg(6912)->Arg(21504);
+
+void BM_Softcap(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  std::vector<float> x = RandomVector(size_t(n), 8);
+  for (auto& v : x) v *= 10.f;
+  std::vector<float> work(x.size());
+  for (auto _ : state) {
+    work = x;
+    Softcap(work.data(), n, 30.f);
+    benchmark::DoNotOptimize(work.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(8.0 * double(n) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_Softcap)->Arg(262144);
+
+}  // namespace
+}  // namespace gk::bench
