@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
-#include "kernels/matmul.h"
 #include "tools/bench/model_bench.h"
 
 namespace gk::cli {
@@ -15,7 +14,7 @@ int RunBench(int argc, char** argv) {
   app.require_subcommand(1);
   ModelBenchOptions o;
   bool mmap = false, json = false;
-  std::string quantize = "none", activations = "split";
+  std::string quantize = "none", activations;
   CLI::App* model = app.add_subcommand("model", "prefill and decode tokens/s of a checkpoint");
   model->add_option("--model", o.model_dir, "model directory")->required();
   model->add_option("--threads", o.threads, "worker threads (0 = all cores)");
@@ -28,11 +27,9 @@ int RunBench(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "q8_0"}));
   model->add_option("--batch", o.batch, "sequences decoded together for the batched figure (0: skip)")
       ->check(CLI::Range(0, 4096));
-  model->add_option("--bf16-activations", activations,
-                    "split: f32-accurate products (default); round: activations rounded to bf16, faster prefill")
-      ->check(CLI::IsMember({"split", "round"}));
+  AddBf16ActivationsOption(*model, &activations);
   CLI11_PARSE(app, argc, argv);
-  SetBf16Activations(activations == "round" ? Bf16Activations::kRound : Bf16Activations::kSplit);
+  ApplyBf16Activations(activations);
   o.load_mode = mmap ? WeightLoadMode::kMmap : WeightLoadMode::kCopy;
   o.quantize = *ParseQuantType(quantize);
   auto r = RunModelBench(o);

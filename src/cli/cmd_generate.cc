@@ -1,5 +1,5 @@
 // gemmakit generate --model DIR (--prompt TEXT | --chat TEXT) [--max-tokens N] [--temperature T]
-//                   [--top-k K] [--top-p P] [--seed S] [--threads N] [--quantize none|q8_0]
+//                   [--top-k K] [--top-p P] [--seed S] [--threads N] [--quantize none|q8_0] [--bf16-activations split|round]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -16,7 +16,7 @@ int RunGenerate(int argc, char** argv) {
   GenerateOptions o;
   o.sampling.temperature = 0.f;
   int threads = 0;
-  std::string quantize = "none";
+  std::string quantize = "none", activations;
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)")->required();
   auto* p = app.add_option("--prompt", prompt, "raw text prompt (BOS is prepended)");
   auto* c = app.add_option("--chat", chat, "a user message, wrapped in the chat template");
@@ -30,7 +30,9 @@ int RunGenerate(int argc, char** argv) {
   app.add_option("--threads", threads, "worker threads (0 = all cores)");
   app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
       ->check(CLI::IsMember({"none", "q8_0"}));
+  AddBf16ActivationsOption(app, &activations);
   CLI11_PARSE(app, argc, argv);
+  ApplyBf16Activations(activations);
   if (prompt.empty() && chat.empty()) return Fail("give --prompt TEXT or --chat TEXT");
 
   auto tokenizer = LoadModelTokenizer(model_dir);

@@ -1,5 +1,5 @@
 // gemmakit logprobs --model DIR (--text TEXT | --tokens ID,ID,...) --json [--dump-logits F.npy] [--chunk N]
-//                   [--quantize none|q8_0]
+//                   [--quantize none|q8_0] [--bf16-activations split|round]
 // Prints {"tokens": [...], "logprobs": [...], "argmax": [...]}: logprobs[i] is the
 // log-probability the model gave at position i to tokens[i + 1]; argmax[i] its top token.
 #include <CLI/CLI.hpp>
@@ -19,7 +19,7 @@ int RunLogprobs(int argc, char** argv) {
   std::string model_dir, text, tokens_arg, dump;
   bool json_out = false;
   int chunk = 0, threads = 0;
-  std::string quantize = "none";
+  std::string quantize = "none", activations;
   app.add_option("--model", model_dir, "model directory")->required();
   auto* t = app.add_option("--text", text, "text to score (BOS is prepended)");
   auto* k = app.add_option("--tokens", tokens_arg, "comma-separated token ids (BOS prepended when missing)");
@@ -31,7 +31,9 @@ int RunLogprobs(int argc, char** argv) {
   app.add_option("--threads", threads, "worker threads (0 = all cores)");
   app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
       ->check(CLI::IsMember({"none", "q8_0"}));
+  AddBf16ActivationsOption(app, &activations);
   CLI11_PARSE(app, argc, argv);
+  ApplyBf16Activations(activations);
   if (text.empty() && tokens_arg.empty()) return Fail("give --text TEXT or --tokens ID,ID,...");
 
   auto config = LoadModelConfig(model_dir);

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "kernels/matmul.h"
+
 namespace gk::cli {
 
 int Fail(const std::string& message) {
@@ -45,6 +47,17 @@ std::vector<int32_t> StopIds(const ModelConfig& config, const Tokenizer& tokeniz
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
+}
+
+void AddBf16ActivationsOption(CLI::App& app, std::string* value) {
+  app.add_option("--bf16-activations", *value,
+                 "split: f32-accurate products with bf16 weights (default); round: activations rounded to bf16, "
+                 "faster prefill")
+      ->check(CLI::IsMember({"split", "round"}));
+}
+
+void ApplyBf16Activations(const std::string& value) {
+  if (!value.empty()) SetBf16Activations(value == "round" ? Bf16Activations::kRound : Bf16Activations::kSplit);
 }
 
 Result<std::vector<int32_t>> ParseIdList(const std::string& text) {

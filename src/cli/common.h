@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "formats/tokenizer.h"
 #include "model/config.h"
 #include "util/result.h"
@@ -23,6 +25,9 @@ std::string DefaultTokenizerDir();
 Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir);
 // Ids that end a generation: the config's eos ids plus <eos> and the end-of-turn marker.
 std::vector<int32_t> StopIds(const ModelConfig& config, const Tokenizer& tokenizer);
+// Adds --bf16-activations split|round to a command; apply with ApplyBf16Activations after parsing.
+void AddBf16ActivationsOption(CLI::App& app, std::string* value);
+void ApplyBf16Activations(const std::string& value);
 // Parses "1,2,3".
 Result<std::vector<int32_t>> ParseIdList(const std::string& text);
 
