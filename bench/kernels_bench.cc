@@ -1,6 +1,8 @@
 // MatMul, RMSNorm, RoPE and the element-wise row ops. MatMul reports GB/s of weight bytes and
-// of_bw (decode, T = 1, streams W once) and GFLOP/s (2·rows·cols·T, for T = 64 the figure
-// that matters); the row ops report GB/s of bytes read and written and elements/s.
+// of_bw (decode, T = 1, streams W once; the read bandwidth is measured right after every
+// step, see PairedTimer) and GFLOP/s (2·rows·cols·T, for T = 64 the figure that matters);
+// the row ops (single-threaded, data in cache) report GB/s of bytes read and written and
+// elements/s.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include "bench_common.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "tools/bench/ceilings.h"
 
 namespace gk::bench {
 namespace {
@@ -21,6 +24,15 @@ std::vector<float> RandomVector(size_t n, uint32_t seed) {
   for (auto& x : v) x = nd(rng);
   return v;
 }
+
+// The read bandwidth as `gemmakit bench model` measures it (1 GiB buffer, median of 3).
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = int(state.range(0));
+  double gbps = 0;
+  for (auto _ : state) gbps = MeasureReadBandwidth(Pool(threads), 1ull << 30, 3);
+  state.counters["GB/s"] = gbps;
+}
+BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->ArgName("thr")->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // Args: rows, cols, T, dtype (0 f32, 2 bf16), threads. W is 4096 × 2048: 32 MiB (f32) or
 // 16 MiB (bf16).
@@ -46,21 +58,23 @@ void BM_MatMul(benchmark::State& state) {
   const std::vector<float> x = RandomVector(size_t(T * cols), 2);
   std::vector<float> y(static_cast<size_t>(T * rows));
   int64_t step = 0;
-  const WallTimer timer;
+  PairedTimer timer(pool, double(bytes));
+  ProbeWarmUp(pool);
   for (auto _ : state) {
+    timer.StartStep();
     const MatrixView w{dtype, rows, cols, store[size_t(step++ % copies)].data()};
     MatMul(w, x.data(), T, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
+    timer.EndStep(state);
   }
-  const double seconds = timer.Seconds();
-  SetBandwidthCounters(state, double(rows * cols) * double(DTypeSize(dtype)), seconds, threads);
-  state.counters["GFLOP/s"] = 2.0 * double(rows * cols * T) * double(state.iterations()) / seconds / 1e9;
+  timer.SetCounters(state);
+  state.counters["GFLOP/s"] = 2.0 * double(rows * cols * T) * double(state.iterations()) / timer.step_seconds() / 1e9;
   state.SetLabel(std::string(DTypeName(dtype)));
 }
 BENCHMARK(BM_MatMul)
     ->ArgsProduct({{4096}, {2048}, {1, 64}, {0, 2}, {1, 2}})
     ->ArgNames({"rows", "cols", "T", "dtype", "thr"})
-    ->UseRealTime()
+    ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
 // Rows of RmsNorm as the decoder runs them (T rows of D; weights shared): bytes = x + y.

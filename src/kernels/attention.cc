@@ -98,12 +98,13 @@ void AttendTasks(int64_t tasks, const AttentionTaskFn& describe, ThreadPool& poo
     splits = std::min((4 * threads + tasks - 1) / tasks, longest / kMinSplitPositions);
     splits = std::max<int64_t>(1, std::min(splits, kPartialFloats / floats));
   }
+  // The loop bodies capture one pointer, so their std::function needs no heap allocation.
   if (splits == 1) {
-    const int64_t grain = std::max<int64_t>(1, tasks / (4 * threads));
-    pool.ParallelForDynamic(tasks, grain, [&](int64_t b, int64_t e, int) {
+    const AttentionTaskFn* fn = &describe;
+    pool.ParallelForDynamic(tasks, std::max<int64_t>(1, tasks / (4 * threads)), [fn](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i) {
         AttentionTask t;
-        describe(i, t);
+        (*fn)(i, t);
         AttendHeads(t.query, t.segments, t.out, t.out_stride);
       }
     });
@@ -112,25 +113,32 @@ void AttendTasks(int64_t tasks, const AttentionTaskFn& describe, ThreadPool& poo
 
   // Partial states of task i, split s, in one stack buffer: task i's region starts at
   // base[i] floats and holds, per split, group outputs, then group maxima, then group sums.
-  alignas(64) float partial[kPartialFloats];
-  int64_t base[kMaxSplitTasks];
+  struct Splits {
+    const AttentionTaskFn* describe;
+    int64_t splits;
+    int64_t base[kMaxSplitTasks];
+    alignas(64) float partial[kPartialFloats];
+  } ctx;
+  ctx.describe = &describe;
+  ctx.splits = splits;
   int64_t used = 0;
   for (int64_t i = 0; i < tasks; ++i) {
     AttentionTask t;
     describe(i, t);
-    base[i] = used;
+    ctx.base[i] = used;
     used += splits * int64_t(t.query.group) * (t.query.head_dim + 2);
   }
-  pool.ParallelForDynamic(tasks * splits, 1, [&](int64_t b, int64_t e, int) {
+  Splits* c = &ctx;
+  pool.ParallelForDynamic(tasks * splits, 1, [c](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
-      const int64_t task = i / splits, s = i % splits;
+      const int64_t task = i / c->splits, s = i % c->splits;
       AttentionTask t;
-      describe(task, t);
+      (*c->describe)(task, t);
       const int64_t G = t.query.group, H = t.query.head_dim, n = Positions(t.segments);
-      float* o = partial + base[task];
-      float* m = o + splits * G * H;
-      float* l = m + splits * G;
-      AttendHeadsPartial(t.query, t.segments, n * s / splits, n * (s + 1) / splits,
+      float* o = c->partial + c->base[task];
+      float* m = o + c->splits * G * H;
+      float* l = m + c->splits * G;
+      AttendHeadsPartial(t.query, t.segments, n * s / c->splits, n * (s + 1) / c->splits,
                          AttentionPartial{m + s * G, l + s * G, o + s * G * H, H});
     }
   });
@@ -138,7 +146,7 @@ void AttendTasks(int64_t tasks, const AttentionTaskFn& describe, ThreadPool& poo
     AttentionTask t;
     describe(task, t);
     const int64_t G = t.query.group, H = t.query.head_dim;
-    const float* o = partial + base[task];
+    const float* o = ctx.partial + ctx.base[task];
     const float* m = o + splits * G * H;
     const float* l = m + splits * G;
     MergeAttendPartials(m, l, o, int(splits), int(G), int(H), t.out, t.out_stride);

@@ -10,12 +10,13 @@
 // row is read from memory once per group, not once per query head.
 //
 // Blocking (the SIMD kernels): positions go in blocks of 64 with an online ("flash")
-// softmax: per block, scores for all heads of the group (a 16-lane register tile of
-// heads × positions, reduced with one transposed tree), the running max / sum / output are
-// rescaled when the max rises, then p·V accumulates into the output rows held in L1
-// (heads × a few 16-wide column slices in registers). V rows of a block are prefetched while
-// its scores are computed, K rows of the next block while p·V runs, so one core keeps the
-// KV stream going. Softmax is exact (max-subtracted), every sum is f32.
+// softmax: per block, scores for all heads of the group (a register tile of up to 24
+// heads × positions accumulators over the head dim, reduced with a transposed tree), the
+// running max / sum / output are rescaled when the max rises, then p·V accumulates into the
+// output rows (heads × a few 16-wide column slices in registers for the whole block). While
+// a score tile runs, its V rows and the K rows 8 positions ahead are prefetched a line at a
+// time, and the next block's K rows while p·V runs, so one core keeps the KV stream going.
+// Softmax is exact (max-subtracted), every sum is f32.
 //
 // Splits (flash-decoding): AttendHeadsPartial covers positions [begin, end) of the
 // concatenated segments and leaves the unnormalised state (max m, sum l, output o); the caller
@@ -45,7 +46,7 @@ struct AttentionQuery {
   const float* q = nullptr;  // group rows of head_dim floats, row g at q + g * q_stride
   int64_t q_stride = 0;
   int group = 1;             // query heads sharing the KV head (any count; 1..8 per pass)
-  int head_dim = 0;          // multiple of 16, 16..512 (larger works, tuned up to 512)
+  int head_dim = 0;          // any; multiples of 16 (Gemma: 256, 512) take the SIMD path
   float scale = 1.f;         // scores = scale · q·k (1 on Gemma 4)
   DType kv_dtype = DType::kF32;  // kF32, kF16 or kBF16
 };

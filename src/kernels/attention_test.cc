@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Case{32, 1, 1}, Case{32, 3, 70}, Case{256, 1, 2}, Case{256, 2, 1000},
                                          Case{256, 8, 129}, Case{512, 8, 2000}, Case{512, 2, 63},
                                          Case{512, 1, 700}, Case{48, 5, 333}, Case{64, 16, 100},
-                                         Case{128, 4, 1500}, Case{512, 7, 65}),
+                                         Case{128, 4, 1500}, Case{512, 7, 65}, Case{40, 3, 50}),
                        ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                        ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512)));
 

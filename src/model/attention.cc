@@ -68,21 +68,31 @@ void GemmaModel::Attend(int l, int64_t T) {
   const float scale = c.arch == Arch::kGemma3 ? 1.f / std::sqrt(c.query_pre_attn_scalar) : 1.f;
   const bool full = c.IsFull(l);
   const int source = c.KvSourceLayer(l);  // KV-shared layers read an earlier layer's cache
-  const float* q = s_->q.data();
-  float* att = s_->att.data();
+  // The describer captures one pointer, so its std::function needs no heap allocation.
+  struct Context {
+    const GemmaModel* model;
+    int64_t N, H, K, group;
+    float scale;
+    bool full;
+    int source;
+    const float* q;
+    float* att;
+  };
+  const Context ctx{this, N, H, K, group, scale, full, source, s_->q.data(), s_->att.data()};
   AttendTasks(
       T * K,
-      [&](int64_t i, AttentionTask& task) {
-        const int64_t t = i / K, p = token_pos_[size_t(t)];
-        const int kh = int(i % K);
-        const int64_t lo = full ? 0 : std::max<int64_t>(0, p - c.sliding_window + 1);
-        const KvLayer& kv = token_cache_[size_t(t)]->layers[size_t(source)];
+      [cx = &ctx](int64_t i, AttentionTask& task) {
+        const GemmaModel& m = *cx->model;
+        const int64_t t = i / cx->K, p = m.token_pos_[size_t(t)];
+        const int kh = int(i % cx->K);
+        const int64_t lo = cx->full ? 0 : std::max<int64_t>(0, p - m.config_.sliding_window + 1);
+        const KvLayer& kv = m.token_cache_[size_t(t)]->layers[size_t(cx->source)];
         const int nseg = kv.Segments(lo, p, kh, task.inline_segments);
         task.segments = {task.inline_segments, size_t(nseg)};
-        const int64_t row = (t * N + kh * group) * H;  // query and output rows of the group
-        task.query = AttentionQuery{q + row, H, int(group), int(H), scale, kv.dtype};
-        task.out = att + row;
-        task.out_stride = H;
+        const int64_t row = (t * cx->N + kh * cx->group) * cx->H;  // query and output rows of the group
+        task.query = AttentionQuery{cx->q + row, cx->H, int(cx->group), int(cx->H), cx->scale, kv.dtype};
+        task.out = cx->att + row;
+        task.out_stride = cx->H;
       },
       *pool_);
 }

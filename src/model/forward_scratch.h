@@ -15,7 +15,6 @@ struct ForwardScratch {
   std::vector<float> att;        // (T, N·Hmax) attention output before o_proj
   std::vector<float> out;        // (T, D) block output
   std::vector<float> gate, up;   // (T, Fmax)
-  std::vector<std::vector<float>> scores;  // per thread: one query's scores over the context
   std::vector<float> ple;        // (T, L·P) per-layer inputs
   std::vector<float> ple_gate;   // (T, P)
   std::vector<float> ple_tok;    // (L·P) one token's per-layer embedding row

@@ -70,7 +70,6 @@ GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* poo
   s_->out.resize(T * D);
   s_->gate.resize(T * Fmax);
   s_->up.resize(T * Fmax);
-  s_->scores.resize(size_t(pool_->size()));
   if (c.hidden_size_per_layer_input > 0) {
     const size_t P = size_t(c.hidden_size_per_layer_input);
     s_->ple.resize(T * size_t(c.num_layers) * P);
@@ -142,11 +141,6 @@ Status GemmaModel::ForwardBatch(std::span<const BatchItem> items, float* logits)
     return Status::Error(StrCat("batch of ", total, " tokens exceeds the model's ", max_chunk_, "-token pass"));
   }
   if (total == 0) return Status::Ok();
-  for (const BatchItem& it : items) {
-    for (auto& s : s_->scores) {
-      if (int64_t(s.size()) < it.cache->max_tokens) s.resize(size_t(it.cache->max_tokens));
-    }
-  }
   RunBatch(items, logits);
   return Status::Ok();
 }
