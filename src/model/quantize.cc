@@ -12,6 +12,8 @@
 #include "tensor/q8_0.h"
 #include "tensor/thread_pool.h"
 
+#include "util/anonymous_memory.h"
+
 namespace gk {
 namespace {
 
@@ -19,14 +21,6 @@ constexpr char kMetadataKey[] = "gemmakit.quantization";
 
 uint64_t Align64(uint64_t n) { return (n + 63) / 64 * 64; }
 
-// Anonymous memory, transparent huge pages requested (as LoadWeights allocates).
-std::shared_ptr<void> AllocateAnonymous(size_t bytes) {
-  if (bytes == 0) bytes = 1;
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  ::madvise(p, bytes, MADV_HUGEPAGE);
-  return std::shared_ptr<void>(p, [bytes](void* q) { ::munmap(q, bytes); });
-}
 
 struct MatrixRef {
   MatrixView* m;

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "formats/safetensors.h"
+#include "util/anonymous_memory.h"
 #include "model/quantize.h"
 
 namespace gk {
@@ -165,14 +166,6 @@ Status CheckNamesAndShapes(const SafetensorsSet& set, const std::vector<WeightSl
   return Status::Ok();
 }
 
-// Anonymous memory for the weights: page-aligned, transparent huge pages requested.
-std::shared_ptr<void> AllocateAnonymous(size_t bytes) {
-  if (bytes == 0) bytes = 1;
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  ::madvise(p, bytes, MADV_HUGEPAGE);
-  return std::shared_ptr<void>(p, [bytes](void* q) { ::munmap(q, bytes); });
-}
 
 void ToF32(DType dt, const uint8_t* src, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) {

@@ -1,14 +1,10 @@
 #include "engines/generate/generator.h"
 
 #include <algorithm>
-#include <chrono>
+
+#include "util/clock.h"
 
 namespace gk {
-namespace {
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 Result<GenerateStats> Generate(GemmaModel& model, const std::vector<int32_t>& prompt, const GenerateOptions& o,
                                const std::function<bool(int32_t)>& on_token) {
@@ -28,10 +24,10 @@ Result<GenerateStats> Generate(GemmaModel& model, const std::vector<int32_t>& pr
   Sampler sampler(o.sampling);
   GenerateStats st;
   st.prompt_tokens = int64_t(prompt.size());
-  double t0 = Now();
+  double t0 = NowSeconds();
   GK_RETURN_IF_ERROR(model.Forward(prompt, cache, LogitsMode::kLast, logits.data()));
-  st.prefill_seconds = Now() - t0;
-  t0 = Now();
+  st.prefill_seconds = NowSeconds() - t0;
+  t0 = NowSeconds();
   for (int i = 0; i < o.max_tokens; ++i) {
     const int32_t next = sampler.Sample(logits.data(), c.vocab_size);
     ++st.generated_tokens;
@@ -44,7 +40,7 @@ Result<GenerateStats> Generate(GemmaModel& model, const std::vector<int32_t>& pr
     GK_RETURN_IF_ERROR(model.Forward({&next, 1}, cache, LogitsMode::kLast, logits.data()));
     ++st.decode_steps;
   }
-  st.decode_seconds = Now() - t0;
+  st.decode_seconds = NowSeconds() - t0;
   return st;
 }
 

@@ -12,17 +12,12 @@
 
 #include "kernels/isa.h"
 
+#include "util/clock.h"
+
 namespace gk {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 __attribute__((target("avx512f"))) float SumAvx512(const float* p, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -101,14 +96,18 @@ double PeakOf(ThreadPool& pool, int repeats, double flops_per_iter, Fn fn) {
   const int64_t iters = 4'000'000;
   std::vector<double> rates;
   for (int r = 0; r < repeats; ++r) {
-    const double t0 = Now();
+    const double t0 = NowSeconds();
     pool.Run([&](int) { g_sink = fn(iters); });
-    rates.push_back(flops_per_iter * double(iters) * pool.size() / (Now() - t0) / 1e9);
+    rates.push_back(flops_per_iter * double(iters) * pool.size() / (NowSeconds() - t0) / 1e9);
   }
   return Median(rates);
 }
 
 }  // namespace
+
+float StreamSum(const float* p, int64_t n) {
+  return ActiveIsa() == Isa::kAvx512 ? SumAvx512(p, n) : SumAvx2(p, n);
+}
 
 double MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int repeats) {
   void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -119,14 +118,13 @@ double MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int repeats) {
   pool.ParallelFor(n, [&](int64_t b, int64_t e, int) {  // first touch by the reading thread
     for (int64_t i = b; i < e; ++i) p[i] = 1.f;
   });
-  const bool avx512 = ActiveIsa() == Isa::kAvx512;
   std::vector<double> rates;
   for (int r = 0; r < repeats + 1; ++r) {
-    const double t0 = Now();
+    const double t0 = NowSeconds();
     pool.ParallelFor(n / 64, [&](int64_t b, int64_t e, int) {
-      g_sink = avx512 ? SumAvx512(p + b * 64, (e - b) * 64) : SumAvx2(p + b * 64, (e - b) * 64);
+      g_sink = StreamSum(p + b * 64, (e - b) * 64);
     });
-    if (r > 0) rates.push_back(double(bytes) / (Now() - t0) / 1e9);  // the first pass warms up
+    if (r > 0) rates.push_back(double(bytes) / (NowSeconds() - t0) / 1e9);  // the first pass warms up
   }
   ::munmap(mem, bytes);
   return Median(rates);

@@ -22,6 +22,10 @@ struct Ceilings {
 // several times the last-level cache.
 Ceilings MeasureCeilings(ThreadPool& pool, uint64_t buffer_bytes = 1ull << 30, int repeats = 5);
 
+// Sums n floats (n a multiple of 64, 64-byte aligned) with the widest loads the active ISA
+// has: the read-bandwidth probe's inner loop, for benchmarks that pair it with their own work.
+float StreamSum(const float* p, int64_t n);
+
 double MeasureReadBandwidth(ThreadPool& pool, uint64_t buffer_bytes, int repeats);
 double MeasureFp32Peak(ThreadPool& pool, int repeats);
 double MeasureBf16Peak(ThreadPool& pool, int repeats);

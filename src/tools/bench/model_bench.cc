@@ -11,17 +11,12 @@
 #include "kernels/ops.h"
 #include "model/gemma_model.h"
 
+#include "util/clock.h"
+
 namespace gk {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // What a decode step streams, summed with `measure` (bytes or weights) over the matrices:
 // every matrix, except that the per-layer embedding table is a row lookup and only top_k of
@@ -56,9 +51,9 @@ Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& o) {
   lo.mode = o.load_mode;
   lo.quantize = o.quantize;
   lo.max_chunk = std::max(1, o.prompt_len);
-  const double t0 = Now();
+  const double t0 = NowSeconds();
   GK_ASSIGN_OR_RETURN(auto model, GemmaModel::Load(o.model_dir, &pool, lo));
-  r.load_seconds = Now() - t0;
+  r.load_seconds = NowSeconds() - t0;
   const ModelConfig& c = model->config();
   r.arch = c.arch == Arch::kGemma4 ? "gemma4" : "gemma3";
   r.activations = ActiveBf16Activations() == Bf16Activations::kSplit ? "split" : "round";
@@ -84,15 +79,15 @@ Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& o) {
   std::vector<double> prefill, decode;
   for (int rep = 0; rep < o.repeats; ++rep) {
     KvCache cache = model->NewKvCache(o.prompt_len + o.gen_len);
-    double s = Now();
+    double s = NowSeconds();
     GK_RETURN_IF_ERROR(model->Forward(prompt, cache, LogitsMode::kLast, logits.data()));
-    prefill.push_back(o.prompt_len / (Now() - s));
-    s = Now();
+    prefill.push_back(o.prompt_len / (NowSeconds() - s));
+    s = NowSeconds();
     for (int i = 0; i < o.gen_len; ++i) {
       const int32_t next = int32_t(ArgMax(logits.data(), c.vocab_size));
       GK_RETURN_IF_ERROR(model->Forward({&next, 1}, cache, LogitsMode::kLast, logits.data()));
     }
-    decode.push_back(o.gen_len / (Now() - s));
+    decode.push_back(o.gen_len / (NowSeconds() - s));
   }
   r.prefill_tok_s = Median(prefill);
   r.decode_tok_s = Median(decode);
@@ -111,7 +106,7 @@ Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& o) {
     }
     std::vector<double> rates;
     for (int rep = 0; rep < o.repeats; ++rep) {
-      double s = Now();
+      double s = NowSeconds();
       const int steps = std::max(1, o.gen_len / o.repeats);
       for (int i = 0; i < steps; ++i) {
         for (int b = 0; b < B; ++b) {
@@ -120,7 +115,7 @@ Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& o) {
         }
         GK_RETURN_IF_ERROR(model->ForwardBatch(items, batch_logits.data()));
       }
-      rates.push_back(double(B) * steps / (Now() - s));
+      rates.push_back(double(B) * steps / (NowSeconds() - s));
     }
     r.batch = B;
     r.batch_decode_tok_s = Median(rates);
