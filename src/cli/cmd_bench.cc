@@ -14,24 +14,22 @@ int RunBench(int argc, char** argv) {
   app.require_subcommand(1);
   ModelBenchOptions o;
   bool mmap = false, json = false;
-  std::string quantize = "none", activations;
   CLI::App* model = app.add_subcommand("model", "prefill and decode tokens/s of a checkpoint");
   model->add_option("--model", o.model_dir, "model directory")->required();
-  model->add_option("--threads", o.threads, "worker threads (0 = all cores)");
   model->add_option("--prompt-len", o.prompt_len, "prefill tokens")->check(CLI::Range(1, 1 << 20));
   model->add_option("--gen-len", o.gen_len, "decoded tokens")->check(CLI::Range(1, 1 << 20));
   model->add_option("--repeats", o.repeats, "runs; medians are reported")->check(CLI::Range(1, 100));
   model->add_flag("--mmap", mmap, "stream weights from an mmap of the file instead of anonymous memory");
   model->add_flag("--json", json, "print one JSON object instead of the table");
-  model->add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
-      ->check(CLI::IsMember({"none", "q8_0"}));
   model->add_option("--batch", o.batch, "sequences decoded together for the batched figure (0: skip)")
       ->check(CLI::Range(0, 4096));
-  AddBf16ActivationsOption(*model, &activations);
+  EngineFlags engine;
+  engine.AddTo(*model);
   CLI11_PARSE(app, argc, argv);
-  ApplyBf16Activations(activations);
+  engine.Apply();
+  o.threads = engine.threads;
   o.load_mode = mmap ? WeightLoadMode::kMmap : WeightLoadMode::kCopy;
-  o.quantize = *ParseQuantType(quantize);
+  o.quantize = engine.Quantize();
   auto r = RunModelBench(o);
   if (!r.ok()) return Fail(r.status());
   if (json) {

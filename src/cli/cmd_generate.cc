@@ -15,8 +15,6 @@ int RunGenerate(int argc, char** argv) {
   std::string model_dir, prompt, chat, system;
   GenerateOptions o;
   o.sampling.temperature = 0.f;
-  int threads = 0;
-  std::string quantize = "none", activations;
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)")->required();
   auto* p = app.add_option("--prompt", prompt, "raw text prompt (BOS is prepended)");
   auto* c = app.add_option("--chat", chat, "a user message, wrapped in the chat template");
@@ -27,19 +25,17 @@ int RunGenerate(int argc, char** argv) {
   app.add_option("--top-k", o.sampling.top_k, "keep the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
   app.add_option("--top-p", o.sampling.top_p, "nucleus mass")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", o.sampling.seed, "sampling seed");
-  app.add_option("--threads", threads, "worker threads (0 = all cores)");
-  app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
-      ->check(CLI::IsMember({"none", "q8_0"}));
-  AddBf16ActivationsOption(app, &activations);
+  EngineFlags engine;
+  engine.AddTo(app);
   CLI11_PARSE(app, argc, argv);
-  ApplyBf16Activations(activations);
+  engine.Apply();
   if (prompt.empty() && chat.empty()) return Fail("give --prompt TEXT or --chat TEXT");
 
   auto tokenizer = LoadModelTokenizer(model_dir);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
-  ThreadPool pool(threads);
+  ThreadPool pool(engine.threads);
   ModelLoadOptions lo;
-  lo.quantize = *ParseQuantType(quantize);
+  lo.quantize = engine.Quantize();
   auto model = GemmaModel::Load(model_dir, &pool, lo);
   if (!model.ok()) return Fail(model.status());
   const ModelConfig& config = (*model)->config();

@@ -18,8 +18,7 @@ int RunLogprobs(int argc, char** argv) {
   CLI::App app{"Log-probabilities of a text under the model, position by position."};
   std::string model_dir, text, tokens_arg, dump;
   bool json_out = false;
-  int chunk = 0, threads = 0;
-  std::string quantize = "none", activations;
+  int chunk = 0;
   app.add_option("--model", model_dir, "model directory")->required();
   auto* t = app.add_option("--text", text, "text to score (BOS is prepended)");
   auto* k = app.add_option("--tokens", tokens_arg, "comma-separated token ids (BOS prepended when missing)");
@@ -28,12 +27,10 @@ int RunLogprobs(int argc, char** argv) {
   app.add_option("--dump-logits", dump, "also write the full (T, V) float32 logits as .npy");
   app.add_option("--chunk", chunk, "tokens per forward pass; 1 = token-by-token decode, 0 = the whole text at once")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", threads, "worker threads (0 = all cores)");
-  app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
-      ->check(CLI::IsMember({"none", "q8_0"}));
-  AddBf16ActivationsOption(app, &activations);
+  EngineFlags engine;
+  engine.AddTo(app);
   CLI11_PARSE(app, argc, argv);
-  ApplyBf16Activations(activations);
+  engine.Apply();
   if (text.empty() && tokens_arg.empty()) return Fail("give --text TEXT or --tokens ID,ID,...");
 
   auto config = LoadModelConfig(model_dir);
@@ -55,10 +52,10 @@ int RunLogprobs(int argc, char** argv) {
     return Fail(StrCat("text of ", n, " tokens is longer than the model's context of ",
                        config->max_position_embeddings, " tokens"));
   }
-  ThreadPool pool(threads);
+  ThreadPool pool(engine.threads);
   ModelLoadOptions lo;
   lo.max_chunk = int(chunk > 0 ? chunk : std::min<int64_t>(n, 512));
-  lo.quantize = *ParseQuantType(quantize);
+  lo.quantize = engine.Quantize();
   auto model = GemmaModel::Load(model_dir, &pool, lo);
   if (!model.ok()) return Fail(model.status());
   const int64_t V = config->vocab_size;

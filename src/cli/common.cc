@@ -49,16 +49,23 @@ std::vector<int32_t> StopIds(const ModelConfig& config, const Tokenizer& tokeniz
   return ids;
 }
 
-void AddBf16ActivationsOption(CLI::App& app, std::string* value) {
-  app.add_option("--bf16-activations", *value,
+void EngineFlags::AddTo(CLI::App& app) {
+  app.add_option("--threads", threads, "worker threads (0 = all cores)");
+  app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
+      ->check(CLI::IsMember({"none", "q8_0"}));
+  app.add_option("--bf16-activations", activations,
                  "split: f32-accurate products with bf16 weights (default); round: activations rounded to bf16, "
                  "faster prefill")
       ->check(CLI::IsMember({"split", "round"}));
 }
 
-void ApplyBf16Activations(const std::string& value) {
-  if (!value.empty()) SetBf16Activations(value == "round" ? Bf16Activations::kRound : Bf16Activations::kSplit);
+void EngineFlags::Apply() const {
+  if (!activations.empty()) {
+    SetBf16Activations(activations == "round" ? Bf16Activations::kRound : Bf16Activations::kSplit);
+  }
 }
+
+QuantType EngineFlags::Quantize() const { return *ParseQuantType(quantize); }
 
 Result<std::vector<int32_t>> ParseIdList(const std::string& text) {
   std::vector<int32_t> ids;

@@ -9,6 +9,7 @@
 
 #include "formats/tokenizer.h"
 #include "model/config.h"
+#include "model/quantize.h"
 #include "util/result.h"
 
 namespace gk::cli {
@@ -25,9 +26,16 @@ std::string DefaultTokenizerDir();
 Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir);
 // Ids that end a generation: the config's eos ids plus <eos> and the end-of-turn marker.
 std::vector<int32_t> StopIds(const ModelConfig& config, const Tokenizer& tokenizer);
-// Adds --bf16-activations split|round to a command; apply with ApplyBf16Activations after parsing.
-void AddBf16ActivationsOption(CLI::App& app, std::string* value);
-void ApplyBf16Activations(const std::string& value);
+// The engine flags every model-running command takes: --threads, --quantize none|q8_0 and
+// --bf16-activations split|round. Apply() after parsing sets the process-wide kernel mode.
+struct EngineFlags {
+  int threads = 0;
+  std::string quantize = "none";
+  std::string activations;
+  void AddTo(CLI::App& app);
+  void Apply() const;
+  QuantType Quantize() const;
+};
 // Parses "1,2,3".
 Result<std::vector<int32_t>> ParseIdList(const std::string& text);
 
