@@ -18,9 +18,13 @@
 namespace gk::bench {
 namespace {
 
-DType DtypeArg(int64_t a) { return a == 0 ? DType::kF32 : a == 1 ? DType::kF16 : DType::kBF16; }
+DType DtypeArg(int64_t a) {
+  constexpr DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2};
+  return kDtypes[a];
+}
 
-// Args: positions, head_dim, group, kv_heads, dtype (0 f32, 1 f16, 2 bf16), threads.
+// Args: positions, head_dim, group, kv_heads, dtype (0 f32, 1 f16, 2 bf16, 3 fp8 e4m3,
+// 4 fp8 e5m2), threads.
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t positions = state.range(0);
   const int H = int(state.range(1)), group = int(state.range(2)), kv_heads = int(state.range(3));
@@ -44,7 +48,8 @@ void BM_AttentionDecode(benchmark::State& state) {
     for (int64_t p = 0; p < positions; ++p) {
       for (int h = 0; h < kv_heads; ++h) {
         for (int i = 0; i < H; ++i) row[size_t(i)] = nd(rng), row2[size_t(i)] = nd(rng);
-        kv.Write(p, h, row.data(), row2.data());
+        ConvertFromF32(dtype, row.data(), H, kv.K(p, h));  // as KvLayer::Write stores rows
+        ConvertFromF32(dtype, row2.data(), H, kv.V(p, h));
       }
     }
   }
@@ -135,7 +140,7 @@ void BM_AttentionDecodeFirstVersion(benchmark::State& state) {
 }
 
 void AttentionArgs(benchmark::internal::Benchmark* b) {
-  for (int dt : {0, 1, 2}) {
+  for (int dt : {0, 1, 2, 3, 4}) {
     for (int threads : {1, 2}) {
       // Full layer: 16k positions, head dim 512 (Gemma 4 global layers).
       b->Args({16384, 512, 2, 1, dt, threads});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "kernels/isa.h"
 
@@ -27,10 +28,17 @@ void AttendHeadsPartial(const AttentionQuery& q, std::span<const KvSegment> segm
   ActivePartialFn()(q, segments, begin, end, part);
 }
 
-void AttendHeads(const AttentionQuery& q, std::span<const KvSegment> segments, float* out,
-                 int64_t out_stride) {
+namespace {
+
+int64_t Positions(std::span<const KvSegment> segments) {
   int64_t n = 0;
   for (const KvSegment& s : segments) n += s.len;
+  return n;
+}
+
+// AttendHeads over positions [begin, end) of the concatenated segments.
+void AttendRange(const AttentionQuery& q, std::span<const KvSegment> segments, int64_t begin, int64_t end,
+                 float* out, int64_t out_stride) {
   const PartialFn fn = ActivePartialFn();
   constexpr int kHeads = 64;  // heads per pass (the m/l state lives on the stack)
   float m[kHeads], l[kHeads];
@@ -39,13 +47,20 @@ void AttendHeads(const AttentionQuery& q, std::span<const KvSegment> segments, f
     sub.q = q.q + g0 * q.q_stride;
     sub.group = std::min(kHeads, q.group - g0);
     float* o = out + g0 * out_stride;
-    fn(sub, segments, 0, n, AttentionPartial{m, l, o, out_stride});
+    fn(sub, segments, begin, end, AttentionPartial{m, l, o, out_stride});
     for (int g = 0; g < sub.group; ++g) {
       const float inv = 1.f / l[g];
       float* row = o + g * out_stride;
       for (int i = 0; i < q.head_dim; ++i) row[i] *= inv;
     }
   }
+}
+
+}  // namespace
+
+void AttendHeads(const AttentionQuery& q, std::span<const KvSegment> segments, float* out,
+                 int64_t out_stride) {
+  AttendRange(q, segments, 0, Positions(segments), out, out_stride);
 }
 
 void MergeAttendPartials(const float* m, const float* l, const float* o, int splits, int group,
@@ -75,10 +90,9 @@ constexpr int64_t kMinSplitPositions = 256;
 constexpr int64_t kPartialFloats = 32768;  // 128 KiB of partial states on the stack
 constexpr int64_t kMaxSplitTasks = 64;
 
-int64_t Positions(std::span<const KvSegment> segments) {
-  int64_t n = 0;
-  for (const KvSegment& s : segments) n += s.len;
-  return n;
+// The task's positions [begin, end) of its concatenated segments.
+std::pair<int64_t, int64_t> TaskRange(const AttentionTask& t) {
+  return {t.begin, t.end < 0 ? Positions(t.segments) : t.end};
 }
 
 }  // namespace
@@ -92,7 +106,8 @@ void AttendTasks(int64_t tasks, const AttentionTaskFn& describe, ThreadPool& poo
     for (int64_t i = 0; i < tasks; ++i) {
       AttentionTask t;
       describe(i, t);
-      longest = std::max(longest, Positions(t.segments));
+      const auto [begin, end] = TaskRange(t);
+      longest = std::max(longest, end - begin);
       floats += int64_t(t.query.group) * (t.query.head_dim + 2);
     }
     splits = std::min((4 * threads + tasks - 1) / tasks, longest / kMinSplitPositions);
@@ -105,7 +120,8 @@ void AttendTasks(int64_t tasks, const AttentionTaskFn& describe, ThreadPool& poo
       for (int64_t i = b; i < e; ++i) {
         AttentionTask t;
         (*fn)(i, t);
-        AttendHeads(t.query, t.segments, t.out, t.out_stride);
+        const auto [begin, end] = TaskRange(t);
+        AttendRange(t.query, t.segments, begin, end, t.out, t.out_stride);
       }
     });
     return;
@@ -134,11 +150,12 @@ void AttendTasks(int64_t tasks, const AttentionTaskFn& describe, ThreadPool& poo
       const int64_t task = i / c->splits, s = i % c->splits;
       AttentionTask t;
       (*c->describe)(task, t);
-      const int64_t G = t.query.group, H = t.query.head_dim, n = Positions(t.segments);
+      const auto [begin, end] = TaskRange(t);
+      const int64_t G = t.query.group, H = t.query.head_dim, n = end - begin;
       float* o = c->partial + c->base[task];
       float* m = o + c->splits * G * H;
       float* l = m + c->splits * G;
-      AttendHeadsPartial(t.query, t.segments, n * s / c->splits, n * (s + 1) / c->splits,
+      AttendHeadsPartial(t.query, t.segments, begin + n * s / c->splits, begin + n * (s + 1) / c->splits,
                          AttentionPartial{m + s * G, l + s * G, o + s * G * H, H});
     }
   });

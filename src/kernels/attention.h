@@ -3,8 +3,8 @@
 // Data: the keys/values of one KV head over the visible positions come as a list of segments,
 // each a run of positions whose K rows (and V rows) are `stride` elements apart. A ring buffer
 // gives at most two segments, a paged cache one per block; the kernel never sees slots.
-// K/V rows are f32, f16 or bf16 (widened to f32 in registers); queries, scores, softmax and
-// the output are f32.
+// K/V rows are f32, f16, bf16 or fp8 (E4M3, E5M2), widened to f32 in registers; queries,
+// scores, softmax and the output are f32.
 //
 // GQA: the `group` query heads that share a KV head are processed together, so each K and V
 // row is read from memory once per group, not once per query head.
@@ -48,7 +48,7 @@ struct AttentionQuery {
   int group = 1;             // query heads sharing the KV head (any count; 1..8 per pass)
   int head_dim = 0;          // any; multiples of 16 (Gemma: 256, 512) take the SIMD path
   float scale = 1.f;         // scores = scale · q·k (1 on Gemma 4)
-  DType kv_dtype = DType::kF32;  // kF32, kF16 or kBF16
+  DType kv_dtype = DType::kF32;  // kF32, kF16, kBF16, kFp8E4m3 or kFp8E5m2
 };
 
 // Softmax state of one split, per query head g: running max m[g], sum of exp l[g] (relative
@@ -77,23 +77,27 @@ void MergeAttendPartials(const float* m, const float* l, const float* o, int spl
 
 // One unit of parallel attention work: a group of query heads over one KV head's positions.
 // `segments` may point into `inline_segments` (ring buffers need at most two); a task is then
-// only valid where it was filled in (do not copy it).
+// only valid where it was filled in (do not copy it). [begin, end) selects positions of the
+// concatenated segments (end -1: through the last), so whole blocks of a paged cache can be
+// passed when a token's window starts or ends inside one.
 struct AttentionTask {
   AttentionQuery query;
   std::span<const KvSegment> segments;
   float* out = nullptr;  // group rows, row g at out + g * out_stride
   int64_t out_stride = 0;
+  int64_t begin = 0;
+  int64_t end = -1;
   KvSegment inline_segments[2];
 };
 // Fills in task `index`; called from any pool thread, possibly several times per task.
 using AttentionTaskFn = std::function<void(int64_t index, AttentionTask& task)>;
 
-// Runs tasks [0, tasks) on the pool. With at least 4 tasks per thread (prefill, batches,
-// many KV heads) each task runs whole on one thread (chunks claimed dynamically). With fewer
-// (a decode step with few KV heads) long tasks are cut into splits of at least 256 positions
-// so that every thread streams part of the cache; the splits' partial states live on the
-// caller's stack (128 KiB at most; fewer splits when they would not fit) and are merged on the
-// calling thread. Allocates nothing.
+// Runs tasks [0, tasks) on the pool, each over its [begin, end) positions (at least one).
+// With at least 4 tasks per thread (prefill, batches, many KV heads) each task runs whole on
+// one thread (chunks claimed dynamically). With fewer (a decode step with few KV heads) long
+// tasks are cut into splits of at least 256 positions so that every thread streams part of
+// the cache; the splits' partial states live on the caller's stack (128 KiB at most; fewer
+// splits when they would not fit) and are merged on the calling thread. Allocates nothing.
 void AttendTasks(int64_t tasks, const AttentionTaskFn& describe, ThreadPool& pool);
 
 // Per-ISA kernels of AttendHeadsPartial, same contract (tests compare them).

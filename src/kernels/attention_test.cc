@@ -17,24 +17,20 @@ namespace {
 struct FakeCache {
   int64_t slots, kv_heads, H;
   DType dtype;
-  std::vector<float> f32;
-  std::vector<uint16_t> half;  // bf16 or f16 bits
+  std::vector<float> raw;  // the elements in `dtype` (the vector only provides aligned bytes)
 
   FakeCache(int64_t slots_, int64_t kv_heads_, int64_t H_, DType dt, std::mt19937& rng)
       : slots(slots_), kv_heads(kv_heads_), H(H_), dtype(dt) {
     std::normal_distribution<float> nd;
     const size_t n = size_t(2 * slots * kv_heads * H);  // K then V
-    f32.resize(n);
-    half.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const float x = nd(rng);
-      half[i] = dt == DType::kF16 ? F32ToF16(x) : F32ToBf16(x);
-      f32[i] = x;
-    }
+    std::vector<float> f32(n);
+    for (float& x : f32) x = nd(rng);
+    raw.resize((n * DTypeSize(dt) + 3) / 4);
+    ConvertFromF32(dt, f32.data(), int64_t(n), raw.data());
   }
   const void* Row(bool v, int64_t slot, int64_t head) const {
     const size_t i = size_t(((v ? slots : 0) + slot) * kv_heads * H + head * H);
-    return dtype != DType::kF32 ? static_cast<const void*>(half.data() + i) : static_cast<const void*>(f32.data() + i);
+    return reinterpret_cast<const char*>(raw.data()) + i * DTypeSize(dtype);
   }
   std::vector<KvSegment> Segments(int64_t n, int64_t first, int64_t head, const std::vector<int64_t>& cuts) const {
     std::vector<KvSegment> segs;
@@ -113,14 +109,96 @@ TEST_P(AttentionTest, MatchesScalarReference) {
   ExpectClose(merged, want, "split");
 }
 
+// Test names like H512_g8_n2000_F8_E4M3_avx2.
+std::string ParamName(const ::testing::TestParamInfo<std::tuple<Case, DType, Isa>>& info) {
+  const Case c = std::get<0>(info.param);
+  return "H" + std::to_string(c.H) + "_g" + std::to_string(c.group) + "_n" + std::to_string(c.n) + "_" +
+         std::string(DTypeName(std::get<1>(info.param))) + "_" + std::string(IsaName(std::get<2>(info.param)));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionTest,
     ::testing::Combine(::testing::Values(Case{32, 1, 1}, Case{32, 3, 70}, Case{256, 1, 2}, Case{256, 2, 1000},
                                          Case{256, 8, 129}, Case{512, 8, 2000}, Case{512, 2, 63},
                                          Case{512, 1, 700}, Case{48, 5, 333}, Case{64, 16, 100},
                                          Case{128, 4, 1500}, Case{512, 7, 65}, Case{40, 3, 50}),
-                       ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
-                       ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512)));
+                       ::testing::Values(DType::kF32, DType::kBF16, DType::kF16, DType::kFp8E4m3,
+                                         DType::kFp8E5m2),
+                       ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512)),
+    ParamName);
+
+// Every finite FP8 code in K and V rows, through each ISA's widening, against the scalar
+// reference (which decodes with Fp8E4m3ToF32 / Fp8E5m2ToF32 and sums in double). Row j holds
+// the codes rotated by j, so each code meets every lane position of the SIMD loads.
+TEST(Attention, AllFp8CodesMatchReference) {
+  for (DType dtype : {DType::kFp8E4m3, DType::kFp8E5m2}) {
+    const bool e4 = dtype == DType::kFp8E4m3;
+    std::vector<uint8_t> codes;
+    for (int c = 0; c < 256; ++c) {
+      const float x = e4 ? Fp8E4m3ToF32(uint8_t(c)) : Fp8E5m2ToF32(uint8_t(c));
+      if (std::isfinite(x)) codes.push_back(uint8_t(c));  // saturating writes store no NaN or inf
+    }
+    const int H = 256, group = 3, n = 150;
+    const float max_abs = e4 ? 448.f : 57344.f;
+    while (codes.size() < size_t(H)) codes.push_back(0);
+    std::vector<uint8_t> k(size_t(n * H)), v(size_t(n * H));
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < H; ++i) {
+        k[size_t(j * H + i)] = codes[size_t((i + j) % H)];
+        v[size_t(j * H + i)] = codes[size_t((i + 3 * j + 1) % H)];
+      }
+    }
+    // Three segments; queries small enough that scores stay within a few units.
+    const std::vector<KvSegment> segs = {{k.data(), v.data(), 40, H},
+                                         {k.data() + 40 * H, v.data() + 40 * H, 1, H},
+                                         {k.data() + 41 * H, v.data() + 41 * H, n - 41, H}};
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.f, 0.5f / max_abs);
+    std::vector<float> qbuf(size_t(group * H));
+    for (auto& x : qbuf) x = nd(rng);
+    const AttentionQuery q{qbuf.data(), H, group, H, 1.f, dtype};
+    const std::vector<float> want = Reference(q, segs, n);
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+      if (int(isa) > int(BestSupportedIsa())) continue;
+      SetActiveIsa(isa);
+      std::vector<float> got(want.size(), NAN);
+      AttendHeads(q, segs, got.data(), H);
+      SetActiveIsa(BestSupportedIsa());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-5f * max_abs) << DTypeName(dtype) << " " << IsaName(isa) << " element " << i;
+      }
+    }
+  }
+}
+
+// One position: the output is its V row exactly, whatever the FP8 code (the E4M3 path's
+// ×256 is folded out of the inner loop and must come back exactly).
+TEST(Attention, Fp8OnePositionReturnsDecodedValue) {
+  for (DType dtype : {DType::kFp8E4m3, DType::kFp8E5m2}) {
+    const int H = 256;
+    std::vector<uint8_t> k(static_cast<size_t>(H)), v(static_cast<size_t>(H));
+    std::vector<float> q(size_t(2 * H), 0.01f);
+    for (int i = 0; i < H; ++i) {
+      k[size_t(i)] = uint8_t(0x38);
+      v[size_t(i)] = uint8_t(i);
+      const float x = dtype == DType::kFp8E4m3 ? Fp8E4m3ToF32(uint8_t(i)) : Fp8E5m2ToF32(uint8_t(i));
+      if (!std::isfinite(x)) v[size_t(i)] = 0;
+    }
+    const KvSegment seg{k.data(), v.data(), 1, H};
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+      if (int(isa) > int(BestSupportedIsa())) continue;
+      SetActiveIsa(isa);
+      std::vector<float> out(size_t(2 * H), NAN);
+      AttendHeads({q.data(), H, 2, H, 1.f, dtype}, {&seg, 1}, out.data(), H);
+      SetActiveIsa(BestSupportedIsa());
+      for (int i = 0; i < 2 * H; ++i) {
+        const uint8_t c = v[size_t(i % H)];
+        const float want = dtype == DType::kFp8E4m3 ? Fp8E4m3ToF32(c) : Fp8E5m2ToF32(c);
+        ASSERT_EQ(out[size_t(i)], want) << DTypeName(dtype) << " " << IsaName(isa) << " code " << int(c);
+      }
+    }
+  }
+}
 
 // The parallel driver: decode-like task counts (split across threads and merged) and
 // prefill-like ones (whole tasks), each task on its own KV head with its own length.

@@ -1,4 +1,5 @@
-// The attention block: projections, q/k/v norms, RoPE, the KV cache write, and
+// The attention block: projections, q/k/v norms, RoPE, the KV cache write (a sequence's
+// KvCache or a block of the paged pool), and
 // softmax(q·k)·v over each query's visible positions (causal; sliding layers also windowed),
 // computed by kernels/attention.h over the cache's segments.
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "kernels/ops.h"
 #include "model/forward_scratch.h"
 #include "model/gemma_model.h"
+#include "model/paged_kv.h"
 
 namespace gk {
 
@@ -42,15 +44,12 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
     const bool v_norm = c.arch == Arch::kGemma4;
     pool_->ParallelFor(T * K, [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i) {
-        const int64_t pos = token_pos_[size_t(i / K)];
-        KvLayer& kv = token_cache_[size_t(i / K)]->layers[size_t(l)];
-        const int head = int(i % K);
         float* kk = k + i * H;
         RmsNorm(kk, lw.k_norm.data(), H, eps, kk);
-        ApplyRope(kk, H, inv_freq, pos);
+        ApplyRope(kk, H, inv_freq, token_pos_[size_t(i / K)]);
         float* vv = v + i * H;
         if (v_norm) RmsNorm(vv, nullptr, H, eps, vv);
-        kv.Write(pos, head, kk, vv);  // in the cache's dtype (bf16: rounded to nearest even)
+        StoreKv(l, i / K, int(i % K), kk, vv);
       }
     });
   }
@@ -58,39 +57,84 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
   MatMul(lw.o, s_->att.data(), T, s_->out.data(), *pool_);
 }
 
+// Writes token t's K and V rows of `head` for layer l where its position lives: its sequence's
+// ring (KvCache) or its block of the paged pool, in that cache's dtype.
+void GemmaModel::StoreKv(int l, int64_t t, int head, const float* key, const float* value) {
+  const int64_t pos = token_pos_[size_t(t)];
+  if (paged_pool_ == nullptr) {
+    token_cache_[size_t(t)]->layers[size_t(l)].Write(pos, head, key, value);
+    return;
+  }
+  const PagedSequence& seq = *paged_spans_[size_t(token_span_[size_t(t)])].seq;
+  const int64_t bs = paged_pool_->block_size();
+  const int32_t block = seq.blocks[int(LayerKvGroup(config_, l))][size_t(pos / bs)];
+  paged_pool_->Write(l, block, int(pos % bs), head, key, value);
+}
+
+// Paged batches: every item's visible blocks of layer `source`, one segment per (block, kv
+// head), laid out per item and head as TokenSegments reads them.
+void GemmaModel::BuildPagedSegments(int source) {
+  const int g = int(LayerKvGroup(config_, source));
+  const int K = config_.KvHeads(source);
+  for (const PagedSpan& sp : paged_spans_) {
+    KvSegment* out = paged_segments_.data() + sp.seg_base[g] * K;
+    const int32_t* table = sp.seq->blocks[g].data() + sp.first_block[g];
+    for (int h = 0; h < K; ++h) {
+      for (int64_t b = 0; b < sp.num_blocks[g]; ++b) *out++ = paged_pool_->Segment(source, table[b], h);
+    }
+  }
+}
+
+// Token t's visible positions of kv head `kv_head` in layer `source`'s cache as task segments
+// (and range); returns the cache's dtype. A ring gives one or two segments; a paged pool the
+// blocks from the window's first to the token's own, the range trimming the first and last.
+DType GemmaModel::TokenSegments(int source, int64_t t, int kv_head, AttentionTask& task) const {
+  const bool full = config_.IsFull(source);
+  const int64_t p = token_pos_[size_t(t)], lo = FirstVisible(full, p);
+  if (paged_pool_ == nullptr) {
+    const KvLayer& kv = token_cache_[size_t(t)]->layers[size_t(source)];
+    task.segments = {task.inline_segments, size_t(kv.Segments(lo, p, kv_head, task.inline_segments))};
+    return kv.dtype;
+  }
+  const int g = int(LayerKvGroup(config_, source));
+  const PagedSpan& sp = paged_spans_[size_t(token_span_[size_t(t)])];
+  const int64_t bs = paged_pool_->block_size(), b0 = lo / bs, b1 = p / bs;
+  const KvSegment* first = paged_segments_.data() + sp.seg_base[g] * config_.KvHeads(source) +
+                           kv_head * sp.num_blocks[g] + (b0 - sp.first_block[g]);
+  task.segments = {first, size_t(b1 - b0 + 1)};
+  task.begin = lo - b0 * bs;
+  task.end = task.begin + (p - lo + 1);
+  return paged_pool_->dtype();
+}
+
 // One task per (token, kv head): the group of query heads sharing the kv head attends over the
-// token's visible positions (one or two ring segments). AttendTasks spreads the tasks over
+// token's visible positions (ring segments or paged blocks). AttendTasks spreads the tasks over
 // the threads, splitting long ones when a decode step has fewer tasks than threads.
 void GemmaModel::Attend(int l, int64_t T) {
   const ModelConfig& c = config_;
   const int64_t N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), group = N / K;
   // Gemma 4 folds the temperature into q_norm (scale 1); Gemma 3 scales by its scalar.
   const float scale = c.arch == Arch::kGemma3 ? 1.f / std::sqrt(c.query_pre_attn_scalar) : 1.f;
-  const bool full = c.IsFull(l);
   const int source = c.KvSourceLayer(l);  // KV-shared layers read an earlier layer's cache
+  if (paged_pool_ != nullptr) BuildPagedSegments(source);
   // The describer captures one pointer, so its std::function needs no heap allocation.
   struct Context {
     const GemmaModel* model;
     int64_t N, H, K, group;
     float scale;
-    bool full;
     int source;
     const float* q;
     float* att;
   };
-  const Context ctx{this, N, H, K, group, scale, full, source, s_->q.data(), s_->att.data()};
+  const Context ctx{this, N, H, K, group, scale, source, s_->q.data(), s_->att.data()};
   AttendTasks(
       T * K,
       [cx = &ctx](int64_t i, AttentionTask& task) {
-        const GemmaModel& m = *cx->model;
-        const int64_t t = i / cx->K, p = m.token_pos_[size_t(t)];
+        const int64_t t = i / cx->K;
         const int kh = int(i % cx->K);
-        const int64_t lo = cx->full ? 0 : std::max<int64_t>(0, p - m.config_.sliding_window + 1);
-        const KvLayer& kv = m.token_cache_[size_t(t)]->layers[size_t(cx->source)];
-        const int nseg = kv.Segments(lo, p, kh, task.inline_segments);
-        task.segments = {task.inline_segments, size_t(nseg)};
+        const DType kv_dtype = cx->model->TokenSegments(cx->source, t, kh, task);
         const int64_t row = (t * cx->N + kh * cx->group) * cx->H;  // query and output rows of the group
-        task.query = AttentionQuery{cx->q + row, cx->H, int(cx->group), int(cx->H), cx->scale, kv.dtype};
+        task.query = AttentionQuery{cx->q + row, cx->H, int(cx->group), int(cx->H), cx->scale, kv_dtype};
         task.out = cx->att + row;
         task.out_stride = cx->H;
       },

@@ -6,6 +6,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/forward_scratch.h"
+#include "model/paged_kv.h"
 #include "model/weight_packing.h"
 
 namespace gk {
@@ -120,6 +121,17 @@ Status GemmaModel::Forward(std::span<const int32_t> tokens, KvCache& cache, Logi
   return Status::Ok();
 }
 
+Status GemmaModel::CheckTokens(std::span<const int32_t> tokens) const {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t id = tokens[i];
+    if (id < 0 || id >= config_.vocab_size) {
+      return Status::Error(StrCat("token id ", id, " at position ", i, " is outside the model's ",
+                                  config_.vocab_size, "-row embedding"));
+    }
+  }
+  return Status::Ok();
+}
+
 Status GemmaModel::ForwardBatch(std::span<const BatchItem> items, float* logits) {
   int64_t total = 0;
   for (const BatchItem& it : items) {
@@ -129,13 +141,7 @@ Status GemmaModel::ForwardBatch(std::span<const BatchItem> items, float* logits)
       return Status::Error(StrCat("sequence of ", it.cache->num_tokens + n, " tokens exceeds the context of ",
                                   it.cache->max_tokens, " tokens; shorten the prompt or raise the context length"));
     }
-    for (int64_t i = 0; i < n; ++i) {
-      const int32_t id = it.tokens[size_t(i)];
-      if (id < 0 || id >= config_.vocab_size) {
-        return Status::Error(StrCat("token id ", id, " at position ", i, " is outside the model's ",
-                                    config_.vocab_size, "-row embedding"));
-      }
-    }
+    GK_RETURN_IF_ERROR(CheckTokens(it.tokens));
   }
   if (total > max_chunk_) {
     return Status::Error(StrCat("batch of ", total, " tokens exceeds the model's ", max_chunk_, "-token pass"));
@@ -153,9 +159,27 @@ void GemmaModel::Embed(const int32_t* tokens, int64_t T, float* x) {
   }
 }
 
+namespace {
+
+// Copies the rows whose logits the items want (contiguous, in item order) from the residual
+// stream x to rows; returns their count. Item: BatchItem or PagedBatchItem.
+template <class Item>
+int64_t GatherLogitRows(std::span<const Item> items, const float* x, int64_t D, float* rows) {
+  int64_t n_rows = 0, t = 0;
+  for (const Item& it : items) {
+    const int64_t n = int64_t(it.tokens.size());
+    const int64_t first = it.logits == LogitsMode::kAll ? 0 : it.logits == LogitsMode::kLast ? n - 1 : n;
+    for (int64_t i = first; i < n; ++i, ++n_rows) {
+      std::copy(x + (t + i) * D, x + (t + i + 1) * D, rows + n_rows * D);
+    }
+    t += n;
+  }
+  return n_rows;
+}
+
+}  // namespace
+
 void GemmaModel::RunBatch(std::span<const BatchItem> items, float* logits) {
-  const ModelConfig& c = config_;
-  const int64_t D = c.hidden_size;
   token_ids_.clear();
   token_cache_.clear();
   token_pos_.clear();
@@ -166,7 +190,17 @@ void GemmaModel::RunBatch(std::span<const BatchItem> items, float* logits) {
       token_pos_.push_back(it.cache->num_tokens + int64_t(i));
     }
   }
-  const int64_t T = int64_t(token_ids_.size());
+  RunDecoder(int64_t(token_ids_.size()));
+  const int64_t rows = GatherLogitRows(items, s_->x.data(), config_.hidden_size, s_->xn.data());
+  for (const BatchItem& it : items) it.cache->num_tokens += int64_t(it.tokens.size());
+  if (rows > 0) Logits(rows, s_->xn.data(), logits);
+}
+
+// Embedding, then every layer over the batch's T tokens (token_ids_, token_pos_ and the
+// per-token cache state set): the residual stream ends in s_->x.
+void GemmaModel::RunDecoder(int64_t T) {
+  const ModelConfig& c = config_;
+  const int64_t D = c.hidden_size;
   float* x = s_->x.data();
   Embed(token_ids_.data(), T, x);
   if (c.hidden_size_per_layer_input > 0) PerLayerInputs(token_ids_.data(), T, x);
@@ -182,17 +216,94 @@ void GemmaModel::RunBatch(std::span<const BatchItem> items, float* logits) {
     if (c.hidden_size_per_layer_input > 0) PerLayerInputBlock(l, T);
     if (lw.layer_scalar != 1.f) Scale(x, T * D, lw.layer_scalar);
   }
-  // Gather the rows whose logits are wanted (contiguous, in item order) into xn.
-  int64_t rows = 0, t = 0;
-  for (const BatchItem& it : items) {
-    const int64_t n = int64_t(it.tokens.size());
-    const int64_t first = it.logits == LogitsMode::kAll ? 0 : it.logits == LogitsMode::kLast ? n - 1 : n;
-    for (int64_t i = first; i < n; ++i, ++rows) {
-      std::copy(x + (t + i) * D, x + (t + i + 1) * D, s_->xn.data() + rows * D);
-    }
-    t += n;
-    it.cache->num_tokens += n;
+}
+
+Status GemmaModel::ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) {
+  GK_RETURN_IF_ERROR(CheckPagedPool(pool));
+  int64_t total = 0;
+  for (const PagedBatchItem& it : items) total += int64_t(it.tokens.size());
+  if (total > max_chunk_) {
+    return Status::Error(StrCat("batch of ", total, " tokens exceeds the model's ", max_chunk_, "-token pass"));
   }
+  for (size_t i = 0; i < items.size(); ++i) {
+    GK_RETURN_IF_ERROR(CheckPagedItem(items[i], pool).Wrap(StrCat("paged batch item ", i)));
+  }
+  if (total == 0) return Status::Ok();
+  RunPaged(items, pool, logits);
+  return Status::Ok();
+}
+
+Status GemmaModel::CheckPagedPool(const PagedKvPool& pool) const {
+  const ModelConfig& c = config_;
+  bool same = pool.num_layers() == c.num_layers;
+  for (int l = 0; same && l < c.num_layers; ++l) {
+    same = pool.OwnsKv(l) == !c.IsKvShared(l) && pool.kv_heads(l) == c.KvHeads(l) && pool.head_dim(l) == c.HeadDim(l);
+  }
+  if (!same) return Status::Error("the paged KV pool was created for a model of another shape");
+  return Status::Ok();
+}
+
+Status GemmaModel::CheckPagedItem(const PagedBatchItem& it, const PagedKvPool& pool) const {
+  if (it.seq == nullptr) return Status::Error("has no PagedSequence");
+  const PagedSequence& seq = *it.seq;
+  if (seq.num_tokens < 0) return Status::Error(StrCat("sequence has ", seq.num_tokens, " tokens"));
+  GK_RETURN_IF_ERROR(CheckTokens(it.tokens));
+  const int64_t n = int64_t(it.tokens.size()), bs = pool.block_size();
+  if (n == 0) return Status::Ok();
+  const int64_t first = seq.num_tokens, last = first + n - 1;
+  for (int g = 0; g < 2; ++g) {
+    if (!pool.HasGroup(KvGroup(g))) continue;
+    const char* name = g == int(KvGroup::kFull) ? "full-attention" : "sliding-window";
+    const std::span<const int32_t> table = seq.blocks[g];
+    if (int64_t(table.size()) <= last / bs) {
+      return Status::Error(StrCat("the ", name, " block table has ", table.size(), " blocks of ", bs,
+                                  " positions; position ", last, " needs block ", last / bs));
+    }
+    for (int64_t b = FirstVisible(g == int(KvGroup::kFull), first) / bs; b <= last / bs; ++b) {
+      const int32_t id = table[size_t(b)];
+      if (id < 0 || id >= pool.num_blocks(KvGroup(g))) {
+        return Status::Error(StrCat("the ", name, " block table's block ", b, " (positions ", b * bs, "..",
+                                    (b + 1) * bs - 1, ") is ", id, ", which is ",
+                                    id < 0 ? "freed but still visible" : "not a block of the pool",
+                                    " (the pool has ", pool.num_blocks(KvGroup(g)), ")"));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void GemmaModel::RunPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) {
+  const ModelConfig& c = config_;
+  const int64_t bs = pool.block_size();
+  token_ids_.clear();
+  token_cache_.clear();
+  token_pos_.clear();
+  token_span_.clear();
+  paged_spans_.clear();
+  int64_t blocks[2] = {0, 0};  // segments per kv head over all items, per group
+  for (const PagedBatchItem& it : items) {
+    const int64_t n = int64_t(it.tokens.size()), first = it.seq->num_tokens;
+    PagedSpan sp;
+    sp.seq = it.seq;
+    for (int g = 0; g < 2 && n > 0; ++g) {
+      sp.first_block[g] = FirstVisible(g == int(KvGroup::kFull), first) / bs;
+      sp.num_blocks[g] = (first + n - 1) / bs - sp.first_block[g] + 1;
+      sp.seg_base[g] = blocks[g];
+      blocks[g] += sp.num_blocks[g];
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      token_ids_.push_back(it.tokens[size_t(i)]);
+      token_pos_.push_back(first + i);
+      token_span_.push_back(int32_t(paged_spans_.size()));
+    }
+    paged_spans_.push_back(sp);
+  }
+  const int64_t Kmax = std::max(c.num_kv_heads, c.num_global_kv_heads);
+  paged_segments_.resize(size_t(std::max(blocks[0], blocks[1]) * Kmax));  // keeps its capacity
+  paged_pool_ = &pool;
+  RunDecoder(int64_t(token_ids_.size()));
+  paged_pool_ = nullptr;
+  const int64_t rows = GatherLogitRows(items, s_->x.data(), c.hidden_size, s_->xn.data());
   if (rows > 0) Logits(rows, s_->xn.data(), logits);
 }
 

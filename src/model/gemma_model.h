@@ -4,6 +4,7 @@
 // ThreadPool it was given for data-parallel loops.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -19,6 +20,9 @@
 namespace gk {
 
 struct ForwardScratch;
+class PagedKvPool;           // model/paged_kv.h
+struct PagedBatchItem;
+struct PagedSequence;
 
 enum class LogitsMode { kNone, kLast, kAll };
 
@@ -62,8 +66,39 @@ class GemmaModel {
   // kAll, the last token's for kLast, none for kNone.
   Status ForwardBatch(std::span<const BatchItem> items, float* logits);
 
+  // Like ForwardBatch, but K/V live in a shared block pool (the serving engine's paged cache,
+  // model/paged_kv.h). Each item's block tables must cover its new positions in both groups,
+  // and in the sliding group every block holding a position inside the window of a new token.
+  // The model does not change the PagedSequence (the engine advances num_tokens). Same logits
+  // order as ForwardBatch. Errors: token ids outside the vocabulary, more than max_chunk
+  // tokens, a block table that does not cover the positions (or a -1/out-of-range block id
+  // where one is needed), a pool made for another model.
+  Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits);
+
  private:
+  // Per item of a paged batch, per KV group: the logical blocks its tokens attend over,
+  // [first_block, first_block + num_blocks), and where their segments start in
+  // paged_segments_ (in blocks; times K for a layer with K kv heads).
+  struct PagedSpan {
+    const PagedSequence* seq = nullptr;
+    int64_t first_block[2] = {0, 0};
+    int64_t num_blocks[2] = {0, 0};
+    int64_t seg_base[2] = {0, 0};
+  };
+
+  Status CheckTokens(std::span<const int32_t> tokens) const;
+  Status CheckPagedPool(const PagedKvPool& pool) const;
+  Status CheckPagedItem(const PagedBatchItem& it, const PagedKvPool& pool) const;
+  // The first position a token at `pos` sees (causal; sliding layers also windowed).
+  int64_t FirstVisible(bool full, int64_t pos) const {
+    return full ? 0 : std::max<int64_t>(0, pos - config_.sliding_window + 1);
+  }
   void RunBatch(std::span<const BatchItem> items, float* logits);
+  void RunPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits);
+  void RunDecoder(int64_t T);
+  void StoreKv(int l, int64_t t, int head, const float* key, const float* value);
+  void BuildPagedSegments(int source);
+  DType TokenSegments(int source, int64_t t, int kv_head, AttentionTask& task) const;
   void Embed(const int32_t* tokens, int64_t T, float* x);
   void PerLayerInputs(const int32_t* tokens, int64_t T, const float* x_emb);
   void AttentionBlock(int l, int64_t T);
@@ -84,6 +119,12 @@ class GemmaModel {
   std::vector<KvCache*> token_cache_;  // per token of the running batch: its sequence's cache
   std::vector<int64_t> token_pos_;     // per token: its position
   std::vector<int32_t> token_ids_;     // the batch's tokens, concatenated
+  // The paged batch running (ForwardPaged), null otherwise; grown buffers are kept, so a warm
+  // decode step allocates nothing.
+  PagedKvPool* paged_pool_ = nullptr;
+  std::vector<PagedSpan> paged_spans_;   // per item
+  std::vector<int32_t> token_span_;      // per token: its item's index in paged_spans_
+  std::vector<KvSegment> paged_segments_;  // per layer: each item's blocks per kv head
 };
 
 }  // namespace gk

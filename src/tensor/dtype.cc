@@ -1,6 +1,9 @@
 #include "tensor/dtype.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 namespace gk {
 
@@ -10,6 +13,7 @@ size_t DTypeSize(DType t) {
     case DType::kF32: case DType::kI32: return 4;
     case DType::kBF16: case DType::kF16: case DType::kI16: return 2;
     case DType::kI8: case DType::kU8: case DType::kBool: case DType::kQ8_0: return 1;
+    case DType::kFp8E4m3: case DType::kFp8E5m2: return 1;
     case DType::kUnknown: return 0;
   }
   return 0;
@@ -28,6 +32,8 @@ std::string_view DTypeName(DType t) {
     case DType::kU8: return "U8";
     case DType::kBool: return "BOOL";
     case DType::kQ8_0: return "Q8_0";
+    case DType::kFp8E4m3: return "F8_E4M3";
+    case DType::kFp8E5m2: return "F8_E5M2";
     case DType::kUnknown: return "UNKNOWN";
   }
   return "UNKNOWN";
@@ -35,7 +41,7 @@ std::string_view DTypeName(DType t) {
 
 DType DTypeFromName(std::string_view n) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kF64, DType::kI64, DType::kI32,
-                  DType::kI16, DType::kI8, DType::kU8, DType::kBool}) {
+                  DType::kI16, DType::kI8, DType::kU8, DType::kBool, DType::kFp8E4m3, DType::kFp8E5m2}) {
     if (DTypeName(t) == n) return t;
   }
   return DType::kUnknown;
@@ -78,6 +84,78 @@ uint16_t F32ToF16(float f) {
   }
   uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);      // round to nearest even on 13 dropped bits
   return sign | uint16_t((r - 0x38000000u) >> 13);
+}
+
+namespace {
+
+// Shared FP8 encoder: `man` mantissa bits, exponent bias `bias`, `max_code` the largest finite
+// code without sign (inputs of at least its value saturate to it).
+template <int man, int bias, uint32_t max_code>
+inline uint8_t F32ToFp8(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint8_t sign = uint8_t((x >> 24) & 0x80);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return sign | 0x7f;  // NaN
+  constexpr uint32_t kMaxBits = ((max_code + uint32_t((127 - bias) << man)) << (23 - man));
+  if (ax >= kMaxBits) return uint8_t(sign | max_code);
+  constexpr uint32_t kMinNormalBits = uint32_t(127 - bias + 1) << 23;
+  if (ax < kMinNormalBits) {  // subnormal or zero: the code is round(|f| / 2^(1 - bias - man))
+    float a;
+    std::memcpy(&a, &ax, 4);
+    // Exact scaling by a power of two, then nearbyint rounds half to even (the default mode).
+    // The result is at most 2^man, the smallest normal's code.
+    return uint8_t(sign | uint32_t(std::nearbyint(std::ldexp(a, bias - 1 + man))));
+  }
+  constexpr int drop = 23 - man;  // mantissa bits dropped, rounded to nearest even
+  const uint32_t r = ax + ((1u << (drop - 1)) - 1u) + ((ax >> drop) & 1u);
+  return uint8_t(sign | ((r >> drop) - uint32_t((127 - bias) << man)));
+}
+
+}  // namespace
+
+uint8_t F32ToFp8E4m3(float f) {
+  if (std::isinf(f)) return std::signbit(f) ? 0xfe : 0x7e;  // no infinity in E4M3FN
+  return F32ToFp8<3, 7, 0x7e>(f);
+}
+
+uint8_t F32ToFp8E5m2(float f) {
+  if (std::isinf(f)) return std::signbit(f) ? 0xfc : 0x7c;
+  return F32ToFp8<2, 15, 0x7b>(f);
+}
+
+void ConvertFromF32(DType dst, const float* src, int64_t n, void* dst_ptr) {
+  switch (dst) {
+    case DType::kF32:
+      if (n > 0) std::memcpy(dst_ptr, src, size_t(n) * 4);
+      return;
+    case DType::kBF16: {
+      auto* d = static_cast<uint16_t*>(dst_ptr);
+      for (int64_t i = 0; i < n; ++i) d[i] = F32ToBf16(src[i]);
+      return;
+    }
+    case DType::kF16: {
+      auto* d = static_cast<uint16_t*>(dst_ptr);
+      constexpr float kMax = 65504.f;  // largest finite f16
+      for (int64_t i = 0; i < n; ++i) d[i] = F32ToF16(std::clamp(src[i], -kMax, kMax));
+      return;
+    }
+    case DType::kFp8E4m3: {
+      auto* d = static_cast<uint8_t*>(dst_ptr);
+      for (int64_t i = 0; i < n; ++i) d[i] = F32ToFp8E4m3(src[i]);  // saturates infinities too
+      return;
+    }
+    case DType::kFp8E5m2: {
+      auto* d = static_cast<uint8_t*>(dst_ptr);
+      constexpr float kMax = 57344.f;  // largest finite E5M2
+      for (int64_t i = 0; i < n; ++i) d[i] = F32ToFp8E5m2(std::clamp(src[i], -kMax, kMax));
+      return;
+    }
+    default:
+      break;
+  }
+  std::fprintf(stderr, "ConvertFromF32: unsupported destination dtype %s\n", std::string(DTypeName(dst)).c_str());
+  std::abort();
 }
 
 }  // namespace gk

@@ -1,7 +1,7 @@
 // AVX2 attention kernel: the AVX-512 kernel's structure (see attention_avx512.cc) on 8 lanes
 // and 16 registers: score tiles of G heads × 8/G positions (≤ 8 accumulators, one Reduce8),
 // p·V slices of 8·C columns (C = 1 for G > 4, else 2). No prefetching (the slower
-// instruction set leaves the memory system more slack).
+// instruction set leaves the memory system more slack). FP8 rows widen through f16 (F16C).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -58,13 +58,17 @@ GK_AVX2 inline float HMax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Element types: Load widens 8 elements to f32 lanes holding the value divided by kScale (the
+// caller folds kScale into the score scale and the finished output, outside the inner loops).
 struct F32Kv {
   using T = float;
+  static constexpr float kScale = 1.f;
   GK_AVX2 static inline __m256 Load(const float* p) { return _mm256_loadu_ps(p); }
 };
 
 struct Bf16Kv {
   using T = uint16_t;
+  static constexpr float kScale = 1.f;
   GK_AVX2 static inline __m256 Load(const uint16_t* p) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
@@ -73,8 +77,33 @@ struct Bf16Kv {
 
 struct F16Kv {
   using T = uint16_t;
+  static constexpr float kScale = 1.f;
   GK_AVX2 static inline __m256 Load(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+};
+
+// FP8 E5M2 is the high byte of an f16.
+struct Fp8E5m2Kv {
+  using T = uint8_t;
+  static constexpr float kScale = 1.f;
+  GK_AVX2 static inline __m256 Load(const uint8_t* p) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), b));
+  }
+};
+
+// FP8 E4M3FN: exponent and mantissa (bits 0..6) at f16 bits 7..13, the sign at bit 15, make an
+// f16 of value / 256, exactly, subnormals included (the NaN codes never occur: KV writes
+// saturate). Sign-extending to 16 bits and shifting left by 7 puts the sign at bits 14 and 15;
+// the mask clears bit 14.
+struct Fp8E4m3Kv {
+  using T = uint8_t;
+  static constexpr float kScale = 256.f;
+  GK_AVX2 static inline __m256 Load(const uint8_t* p) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16(int16_t(0xbfff)));
+    return _mm256_cvtph_ps(h);
   }
 };
 
@@ -189,11 +218,18 @@ GK_AVX2 void Partial(const AttentionQuery& q, std::span<const KvSegment> segment
       const int nb = int(std::min<int64_t>(kBlock, hi - j));
       const typename KV::T* k = kseg + j * seg.stride;
       const typename KV::T* v = vseg + j * seg.stride;
-      BlockScores<KV, G>(q.q, q.q_stride, k, seg.stride, nb, H, q.scale, s);
+      BlockScores<KV, G>(q.q, q.q_stride, k, seg.stride, nb, H, q.scale * KV::kScale, s);
       for (int g = 0; g < G; ++g) SoftmaxBlock(s + g * kBlock, nb, m + g, l + g, o + g * o_stride, H);
       int d0 = 0;
       for (; d0 + 8 * C <= H; d0 += 8 * C) BlockPv<KV, G, C>(s, v, seg.stride, nb, d0, o, o_stride);
       for (; d0 < H; d0 += 8) BlockPv<KV, G, 1>(s, v, seg.stride, nb, d0, o, o_stride);
+    }
+  }
+  if constexpr (KV::kScale != 1.f) {  // V rows were read as value / kScale
+    const __m256 sc = _mm256_set1_ps(KV::kScale);
+    for (int g = 0; g < G; ++g) {
+      float* row = o + g * o_stride;
+      for (int i = 0; i < H; i += 8) _mm256_storeu_ps(row + i, _mm256_mul_ps(sc, _mm256_loadu_ps(row + i)));
     }
   }
 }
@@ -227,12 +263,16 @@ void AttendHeadsPartialAvx2(const AttentionQuery& q, std::span<const KvSegment> 
                             int64_t end, const AttentionPartial& part) {
   // F16C comes with every AVX2 CPU we know of, but the ISA check does not promise it.
   static const bool f16c = __builtin_cpu_supports("f16c");
-  if (q.head_dim % 8 != 0 || (q.kv_dtype == DType::kF16 && !f16c)) {
+  const bool widens_f16 =
+      q.kv_dtype == DType::kF16 || q.kv_dtype == DType::kFp8E4m3 || q.kv_dtype == DType::kFp8E5m2;
+  if (q.head_dim % 8 != 0 || (widens_f16 && !f16c)) {
     return AttendHeadsPartialScalar(q, segments, begin, end, part);
   }
   switch (q.kv_dtype) {
     case DType::kBF16: return PartialGroups<Bf16Kv>(q, segments, begin, end, part);
     case DType::kF16: return PartialGroups<F16Kv>(q, segments, begin, end, part);
+    case DType::kFp8E4m3: return PartialGroups<Fp8E4m3Kv>(q, segments, begin, end, part);
+    case DType::kFp8E5m2: return PartialGroups<Fp8E5m2Kv>(q, segments, begin, end, part);
     default: return PartialGroups<F32Kv>(q, segments, begin, end, part);
   }
 }

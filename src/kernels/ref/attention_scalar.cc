@@ -14,6 +14,8 @@ inline float KvAt(const void* row, int64_t i, DType dt) {
   switch (dt) {
     case DType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(row)[i]);
     case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(row)[i]);
+    case DType::kFp8E4m3: return Fp8E4m3ToF32(static_cast<const uint8_t*>(row)[i]);
+    case DType::kFp8E5m2: return Fp8E5m2ToF32(static_cast<const uint8_t*>(row)[i]);
     default: return static_cast<const float*>(row)[i];
   }
 }

@@ -1,0 +1,307 @@
+// The serving engine against the single-sequence generator (which runs the contiguous KV cache
+// checked by the PyTorch oracle): the same greedy request gives the same tokens alone and among
+// many concurrent others, with prefix caching on and off, chunked prefill on and off, small
+// blocks, and a KV pool small enough to force preemption. Afterwards no block is in use.
+#include "engines/serve/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "engines/generate/generator.h"
+#include "model/presets.h"
+#include "model/random_init.h"
+
+namespace gk {
+namespace {
+
+std::string TinyModel(const std::string& preset, DType dtype) {
+  ModelConfig c = *PresetConfig(preset);
+  c.vocab_size = 300;
+  c.vocab_size_per_layer_input = 300;
+  c.sliding_window = 12;
+  c.max_position_embeddings = 512;
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("gk_engine_test_" + preset + (dtype == DType::kF32 ? "_f32" : "_bf16")))
+                              .string();
+  std::filesystem::remove_all(dir);
+  RandomModelOptions o;
+  o.seed = 11;
+  o.dtype = dtype;
+  EXPECT_TRUE(WriteRandomModel(c, dir, o).ok());
+  return dir;
+}
+
+std::vector<std::vector<int32_t>> Prompts(int n, uint32_t seed, const std::vector<int32_t>& shared_prefix = {}) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> p = shared_prefix;
+    const int len = 1 + int(rng() % 40);
+    for (int j = 0; j < len; ++j) p.push_back(int32_t(3 + rng() % 290));
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<int32_t> Reference(const std::string& dir, const std::vector<int32_t>& prompt, int max_tokens) {
+  ThreadPool pool(2);
+  auto model = GemmaModel::Load(dir, &pool, {});
+  EXPECT_TRUE(model.ok()) << model.message();
+  GenerateOptions o;
+  o.max_tokens = max_tokens;
+  std::vector<int32_t> out;
+  auto r = Generate(**model, prompt, o, [&](int32_t t) {
+    out.push_back(t);
+    return true;
+  });
+  EXPECT_TRUE(r.ok()) << r.message();
+  return out;
+}
+
+// Submits every prompt at once and waits for all of them.
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<int, std::vector<int32_t>> tokens;
+  std::map<int, FinishReason> finish;
+  std::map<int, RequestOutput> last;
+
+  OutputCallback For(int i) {
+    return [this, i](const RequestOutput& o) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& t = tokens[i];
+      t.insert(t.end(), o.tokens.begin(), o.tokens.end());
+      if (o.finish != FinishReason::kNone) {
+        finish[i] = o.finish;
+        last[i] = o;
+        cv.notify_all();
+      }
+    };
+  }
+  void Wait(size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return finish.size() == n; }));
+  }
+};
+
+std::unique_ptr<ServeEngine> StartEngine(const std::string& dir, ThreadPool* pool, const EngineOptions& o, int max_chunk = 64) {
+  ModelLoadOptions lo;
+  lo.max_chunk = max_chunk;
+  auto model = GemmaModel::Load(dir, pool, lo);
+  EXPECT_TRUE(model.ok()) << model.message();
+  auto engine = ServeEngine::Create(std::move(*model), o);
+  EXPECT_TRUE(engine.ok()) << engine.message();
+  return std::move(*engine);
+}
+
+struct Variant {
+  const char* name;
+  bool prefix;
+  bool chunked;
+  int64_t budget;
+  int block_size;
+  uint64_t kv_bytes;  // 0: default
+};
+
+class EngineMatchesGenerator : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(EngineMatchesGenerator, ConcurrentGreedyRequestsGiveTheirSoloTokens) {
+  const Variant v = GetParam();
+  const std::string dir = TinyModel("tiny", DType::kF32);
+  const int kMaxTokens = 10;
+  std::vector<int32_t> prefix;
+  for (int i = 0; i < 20; ++i) prefix.push_back(int32_t(10 + i));
+  auto prompts = Prompts(8, 5, {});
+  auto shared = Prompts(9, 6, prefix);  // share 20 tokens: prefix-cache hits when enabled
+  prompts.insert(prompts.end(), shared.begin(), shared.end());
+
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts) expected.push_back(Reference(dir, p, kMaxTokens));
+
+  ThreadPool pool(2);
+  EngineOptions o;
+  o.max_model_len = 128;
+  o.enable_prefix_caching = v.prefix;
+  o.enable_chunked_prefill = v.chunked;
+  o.max_num_batched_tokens = v.budget;
+  o.block_size = v.block_size;
+  o.kv_cache_bytes = v.kv_bytes;
+  auto engine = StartEngine(dir, &pool, o);
+  ASSERT_TRUE(engine);
+  Collector c;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EngineRequest r;
+    r.prompt = prompts[i];
+    r.max_tokens = kMaxTokens;
+    ASSERT_TRUE(engine->Submit(r, c.For(int(i))).ok());
+  }
+  c.Wait(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(c.tokens[int(i)], expected[i]) << "request " << i;
+    EXPECT_EQ(c.finish[int(i)], FinishReason::kLength);
+    EXPECT_EQ(c.last[int(i)].completion_tokens, kMaxTokens);
+    EXPECT_EQ(c.last[int(i)].prompt_tokens, int64_t(prompts[i].size()));
+  }
+  const EngineStats s = engine->Stats();
+  EXPECT_EQ(s.blocks_used[0] + s.blocks_used[1], 0) << "KV blocks leaked";
+  EXPECT_EQ(s.generation_tokens, uint64_t(kMaxTokens * prompts.size()));
+  if (v.prefix) {
+    EXPECT_GT(s.prefix_cache_hits, 0u);
+  } else {
+    EXPECT_EQ(s.prefix_cache_hits, 0u);
+  }
+  if (v.kv_bytes) EXPECT_GT(s.preemptions, 0u) << "the small pool was meant to force preemption";
+  engine->Shutdown(true);
+}
+
+// The tiny model's KV: full group 1 layer × 1 head × 64 dims, sliding 5 layers × 2 × 32 (f32).
+INSTANTIATE_TEST_SUITE_P(
+    Variants, EngineMatchesGenerator,
+    ::testing::Values(Variant{"prefix_chunked", true, true, 32, 16, 0}, Variant{"noprefix_chunked", false, true, 32, 4, 0},
+                      Variant{"prefix_whole", true, false, 128, 4, 0}, Variant{"noprefix_whole", false, false, 128, 16, 0},
+                      Variant{"preempting", true, true, 16, 4, 200000}),
+    [](const ::testing::TestParamInfo<Variant>& i) { return std::string(i.param.name); });
+
+TEST(ServeEngine, LongDecodeSlidesTheWindowAndMatches) {
+  const std::string dir = TinyModel("tiny-e2b", DType::kBF16);  // PLE + KV sharing, f16 KV
+  std::vector<int32_t> prompt = Prompts(1, 9)[0];
+  const auto expected = Reference(dir, prompt, 60);  // runs far past the 12-token window
+  ThreadPool pool(2);
+  EngineOptions o;
+  o.max_model_len = 128;
+  o.block_size = 4;
+  auto engine = StartEngine(dir, &pool, o);
+  Collector c;
+  EngineRequest r;
+  r.prompt = prompt;
+  r.max_tokens = 60;
+  ASSERT_TRUE(engine->Submit(r, c.For(0)).ok());
+  c.Wait(1);
+  EXPECT_EQ(c.tokens[0], expected);
+}
+
+TEST(ServeEngine, StopTokensAbortAndErrors) {
+  const std::string dir = TinyModel("tiny", DType::kF32);
+  const auto prompt = Prompts(1, 3)[0];
+  const auto expected = Reference(dir, prompt, 8);
+  ThreadPool pool(2);
+  EngineOptions o;
+  o.max_model_len = 64;
+  o.max_waiting = 2;
+  auto engine = StartEngine(dir, &pool, o);
+
+  Collector c;
+  EngineRequest r;
+  r.prompt = prompt;
+  r.max_tokens = 8;
+  r.stop_token_ids = {expected[3]};  // ends at the 4th token, which is not emitted
+  ASSERT_TRUE(engine->Submit(r, c.For(0)).ok());
+  c.Wait(1);
+  EXPECT_EQ(c.finish[0], FinishReason::kStop);
+  EXPECT_EQ(c.last[0].stop_token, expected[3]);
+  const size_t first_stop =
+      size_t(std::find(expected.begin(), expected.end(), expected[3]) - expected.begin());
+  EXPECT_EQ(c.tokens[0], std::vector<int32_t>(expected.begin(), expected.begin() + long(first_stop)));
+
+  EXPECT_FALSE(engine->Submit(EngineRequest{}, c.For(9)).ok());  // empty prompt
+  EngineRequest too_long;
+  too_long.prompt.assign(60, 5);
+  too_long.max_tokens = 5;
+  auto e = engine->Submit(too_long, c.For(9));
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("maximum context length is 64 tokens"), std::string::npos) << e.message();
+  EngineRequest bad_id;
+  bad_id.prompt = {1, 300};
+  EXPECT_FALSE(engine->Submit(bad_id, c.For(9)).ok());
+
+  // Abort: a long request ends with kAbort and frees its blocks.
+  Collector a;
+  EngineRequest longer;
+  longer.prompt = prompt;
+  longer.max_tokens = 64 - int(prompt.size());
+  auto id = engine->Submit(longer, a.For(0));
+  ASSERT_TRUE(id.ok());
+  engine->Abort(*id);
+  a.Wait(1);
+  EXPECT_EQ(a.finish[0], FinishReason::kAbort);
+  EXPECT_LT(a.tokens[0].size(), size_t(longer.max_tokens));
+  engine->Shutdown(true);
+  EXPECT_FALSE(engine->alive());
+  const EngineStats s = engine->Stats();
+  EXPECT_EQ(s.blocks_used[0] + s.blocks_used[1], 0);
+  EXPECT_FALSE(engine->Submit(longer, a.For(1)).ok());  // shut down
+}
+
+TEST(ServeEngine, QueueLimitRefusesInsteadOfGrowing) {
+  const std::string dir = TinyModel("tiny", DType::kF32);
+  ThreadPool pool(2);
+  EngineOptions o;
+  o.max_model_len = 64;
+  o.max_waiting = 3;
+  o.max_num_seqs = 1;
+  auto engine = StartEngine(dir, &pool, o);
+  Collector c;
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 40; ++i) {
+    EngineRequest r;
+    r.prompt = {5, 6, 7};
+    r.max_tokens = 30;
+    auto id = engine->Submit(r, c.For(i));
+    if (id.ok()) {
+      ++accepted;
+    } else {
+      EXPECT_EQ(id.message().rfind("queue full", 0), 0u) << id.message();
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0);
+  c.Wait(size_t(accepted));
+  engine->Shutdown(true);
+}
+
+}  // namespace
+}  // namespace gk
+
+namespace gk {
+namespace {
+
+// bf16 KV (not what the generator uses): each request alone through the engine, then all 17
+// together; the tokens must not depend on the company a request keeps.
+TEST(ServeEngine, Bf16KvBatchedEqualsAlone) {
+  const std::string dir = TinyModel("tiny", DType::kBF16);
+  const auto prompts = Prompts(17, 21);
+  ThreadPool pool(2);
+  EngineOptions o;
+  o.max_model_len = 128;
+  o.kv_dtype = DType::kBF16;
+  o.block_size = 8;
+  auto engine = StartEngine(dir, &pool, o);
+  std::vector<std::vector<int32_t>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Collector c;
+    EngineRequest r;
+    r.prompt = prompts[i];
+    r.max_tokens = 8;
+    ASSERT_TRUE(engine->Submit(r, c.For(0)).ok());
+    c.Wait(1);
+    alone.push_back(c.tokens[0]);
+  }
+  Collector c;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EngineRequest r;
+    r.prompt = prompts[i];
+    r.max_tokens = 8;
+    ASSERT_TRUE(engine->Submit(r, c.For(int(i))).ok());
+  }
+  c.Wait(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(c.tokens[int(i)], alone[i]) << "request " << i;
+  EXPECT_EQ(engine->capacity().kv_dtype, DType::kBF16);
+}
+
+}  // namespace
+}  // namespace gk
