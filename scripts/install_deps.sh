@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-      libhwy-dev libopenblas-dev libzstd-dev python3-torch python3-numpy)
+      libhwy-dev libopenblas-dev libzstd-dev python3-torch python3-numpy
+      libcpp-httplib-dev curl pkg-config)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

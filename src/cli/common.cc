@@ -39,16 +39,6 @@ Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir) {
   return Tokenizer::Load(path);
 }
 
-std::vector<int32_t> StopIds(const ModelConfig& config, const Tokenizer& tokenizer) {
-  std::vector<int32_t> ids(config.eos_token_ids.begin(), config.eos_token_ids.end());
-  for (const char* name : {"<eos>", "<turn|>", "<end_of_turn>"}) {
-    if (auto id = tokenizer.TokenId(name)) ids.push_back(*id);
-  }
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  return ids;
-}
-
 void EngineFlags::AddTo(CLI::App& app) {
   app.add_option("--threads", threads, "worker threads (0 = all cores)");
   app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engines/generate/stop_ids.h"
 #include "formats/tokenizer.h"
 #include "model/config.h"
 #include "model/quantize.h"
@@ -24,8 +25,7 @@ std::string ExecutableDir();
 std::string DefaultTokenizerDir();
 // tokenizer.json of a model directory.
 Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir);
-// Ids that end a generation: the config's eos ids plus <eos> and the end-of-turn marker.
-std::vector<int32_t> StopIds(const ModelConfig& config, const Tokenizer& tokenizer);
+// StopIds (the ids that end a generation) lives in engines/generate/stop_ids.h.
 // The engine flags every model-running command takes: --threads, --quantize none|q8_0 and
 // --bf16-activations split|round. Apply() after parsing sets the process-wide kernel mode.
 struct EngineFlags {
@@ -45,5 +45,6 @@ int RunGenerate(int argc, char** argv);
 int RunLogprobs(int argc, char** argv);
 int RunBench(int argc, char** argv);
 int RunQuantize(int argc, char** argv);
+int RunServe(int argc, char** argv);
 
 }  // namespace gk::cli

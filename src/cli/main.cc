@@ -19,6 +19,7 @@ const Command kCommands[] = {
     {"logprobs", "per-position log-probabilities and argmax of a text or token list", gk::cli::RunLogprobs},
     {"bench", "benchmarks (bench model: prefill and decode speed against the machine's limits)", gk::cli::RunBench},
     {"quantize", "write a quantized copy of a checkpoint (q8_0: int8 weights, a scale per 32)", gk::cli::RunQuantize},
+    {"serve", "an OpenAI-compatible HTTP server (continuous batching, paged KV cache)", gk::cli::RunServe},
 };
 
 void Usage(FILE* out) {

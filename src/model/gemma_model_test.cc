@@ -13,6 +13,7 @@
 #include "formats/safetensors.h"
 #include "model/presets.h"
 #include "model/random_init.h"
+#include "util/test_temp_dir.h"
 
 namespace gk {
 namespace {
@@ -34,8 +35,7 @@ ModelConfig SmallVocab(const std::string& preset) {
 }
 
 std::string WriteModel(const ModelConfig& c, const std::string& name, DType dtype) {
-  const std::string dir = (std::filesystem::temp_directory_path() / ("gk_model_test_" + name)).string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = TestTempDir("gk_model_test_" + name);
   RandomModelOptions o;
   o.seed = 7;
   o.dtype = dtype;

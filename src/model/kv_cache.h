@@ -74,31 +74,11 @@ struct KvLayer {
   const void* K(int64_t pos, int head) const { return k.data() + Offset(pos, head); }
   const void* V(int64_t pos, int head) const { return v.data() + Offset(pos, head); }
 
-  // Stores one position's K and V rows of `head` (head_dim floats each), converted.
+  // Stores one position's K and V rows of `head` (head_dim floats each), converted to the
+  // cache's dtype (rounded to nearest even; f16 and fp8 saturate).
   void Write(int64_t pos, int head, const float* key, const float* value) {
-    if (dtype == DType::kBF16) {
-      auto* kd = static_cast<uint16_t*>(K(pos, head));
-      auto* vd = static_cast<uint16_t*>(V(pos, head));
-      for (int i = 0; i < head_dim; ++i) {
-        kd[i] = F32ToBf16(key[i]);
-        vd[i] = F32ToBf16(value[i]);
-      }
-    } else if (dtype == DType::kF16) {
-      auto* kd = static_cast<uint16_t*>(K(pos, head));
-      auto* vd = static_cast<uint16_t*>(V(pos, head));
-      constexpr float kMax = 65504.f;  // largest finite f16: saturate instead of inf
-      for (int i = 0; i < head_dim; ++i) {
-        kd[i] = F32ToF16(std::clamp(key[i], -kMax, kMax));
-        vd[i] = F32ToF16(std::clamp(value[i], -kMax, kMax));
-      }
-    } else {
-      auto* kd = static_cast<float*>(K(pos, head));
-      auto* vd = static_cast<float*>(V(pos, head));
-      for (int i = 0; i < head_dim; ++i) {
-        kd[i] = key[i];
-        vd[i] = value[i];
-      }
-    }
+    ConvertFromF32(dtype, key, head_dim, K(pos, head));
+    ConvertFromF32(dtype, value, head_dim, V(pos, head));
   }
 
   // Positions [lo, hi] of `head` as at most two segments (the ring may wrap); returns the count.

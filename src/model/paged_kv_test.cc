@@ -15,6 +15,7 @@
 #include "model/gemma_model.h"
 #include "model/presets.h"
 #include "model/random_init.h"
+#include "util/test_temp_dir.h"
 
 namespace gk {
 namespace {
@@ -39,8 +40,7 @@ ModelConfig TestConfig(const std::string& preset) {
 }
 
 std::string WriteModel(const ModelConfig& c, const std::string& name, DType dtype) {
-  const std::string dir = (std::filesystem::temp_directory_path() / ("gk_paged_test_" + name)).string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = TestTempDir("gk_paged_test_" + name);
   RandomModelOptions o;
   o.seed = 5;
   o.dtype = dtype;

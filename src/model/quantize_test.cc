@@ -14,6 +14,7 @@
 #include "model/gemma_model.h"
 #include "model/presets.h"
 #include "model/random_init.h"
+#include "util/test_temp_dir.h"
 
 namespace gk {
 namespace {
@@ -34,8 +35,7 @@ ModelConfig Small(const std::string& preset) {
 }
 
 std::string TempDir(const std::string& name) {
-  const std::string dir = (std::filesystem::temp_directory_path() / ("gk_quantize_test_" + name)).string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = TestTempDir("gk_quantize_test_" + name);
   return dir;
 }
 

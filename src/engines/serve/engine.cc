@@ -108,6 +108,8 @@ class EngineImpl final : public ServeEngine {
   void Finish(Sequence& s, RequestOutput& out, FinishReason why);
   void AbortLocal(uint64_t id);
   void PublishStats();
+  void Emit(Sequence& s, RequestOutput out);
+  void Deliver();
 
   std::unique_ptr<GemmaModel> model_;
   std::unique_ptr<PagedKvPool> pool_;
@@ -129,6 +131,11 @@ class EngineImpl final : public ServeEngine {
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> live_;
   std::vector<float> logits_;
   EngineStats counters_;
+  // Outputs of this loop iteration, delivered after PublishStats so that a client that has its
+  // final output also sees its blocks freed in Stats(). Finished sequences wait in `finished_`
+  // until then (the outbox points into them).
+  std::vector<std::pair<Sequence*, RequestOutput>> outbox_;
+  std::vector<std::unique_ptr<Sequence>> finished_;
 };
 
 Result<uint64_t> EngineImpl::Submit(EngineRequest request, OutputCallback callback) {
@@ -205,7 +212,16 @@ void EngineImpl::Loop() {
     for (uint64_t id : aborts) AbortLocal(id);
     if (!live_.empty()) Step();
     PublishStats();
+    Deliver();
   }
+}
+
+void EngineImpl::Emit(Sequence& s, RequestOutput out) { outbox_.emplace_back(&s, std::move(out)); }
+
+void EngineImpl::Deliver() {
+  for (auto& [s, out] : outbox_) s->callback(out);
+  outbox_.clear();
+  finished_.clear();
 }
 
 void EngineImpl::AbortLocal(uint64_t id) {
@@ -223,10 +239,10 @@ void EngineImpl::Finish(Sequence& s, RequestOutput& out, FinishReason why) {
   out.completion_tokens = s.generated;
   out.queued_seconds = s.first_scheduled >= 0 ? s.first_scheduled - s.arrival : NowSeconds() - s.arrival;
   scheduler_.Remove(&s);
-  OutputCallback cb = std::move(s.callback);
-  const uint64_t id = s.id;
-  cb(out);
-  live_.erase(id);
+  auto it = live_.find(s.id);
+  finished_.push_back(std::move(it->second));
+  live_.erase(it);
+  Emit(*finished_.back(), std::move(out));
 }
 
 void EngineImpl::Step() {
@@ -328,7 +344,7 @@ void EngineImpl::SampleAndEmit(Sequence& s, const float* logits) {
   out.prompt_tokens = s.prompt_len;
   out.cached_prompt_tokens = std::max<int64_t>(0, s.cached_prompt_tokens);
   out.completion_tokens = s.generated;
-  s.callback(out);
+  Emit(s, std::move(out));
 }
 
 void EngineImpl::PublishStats() {

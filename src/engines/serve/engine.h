@@ -7,7 +7,7 @@
 // batched forward pass (GemmaModel::ForwardPaged), and each request that finished its prompt
 // samples one token. When the block pool runs dry the newest running request is preempted
 // (its blocks freed, recomputed later). Outputs are delivered through each request's callback
-// on the engine thread.
+// on the engine thread, after the step (and after Stats() reflects it).
 #pragma once
 
 #include <cstdint>

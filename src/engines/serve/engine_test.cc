@@ -15,6 +15,7 @@
 #include "engines/generate/generator.h"
 #include "model/presets.h"
 #include "model/random_init.h"
+#include "util/test_temp_dir.h"
 
 namespace gk {
 namespace {
@@ -25,10 +26,7 @@ std::string TinyModel(const std::string& preset, DType dtype) {
   c.vocab_size_per_layer_input = 300;
   c.sliding_window = 12;
   c.max_position_embeddings = 512;
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("gk_engine_test_" + preset + (dtype == DType::kF32 ? "_f32" : "_bf16")))
-                              .string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = TestTempDir("gk_engine_test_" + preset + (dtype == DType::kF32 ? "_f32" : "_bf16"));
   RandomModelOptions o;
   o.seed = 11;
   o.dtype = dtype;
@@ -155,7 +153,9 @@ TEST_P(EngineMatchesGenerator, ConcurrentGreedyRequestsGiveTheirSoloTokens) {
   } else {
     EXPECT_EQ(s.prefix_cache_hits, 0u);
   }
-  if (v.kv_bytes) EXPECT_GT(s.preemptions, 0u) << "the small pool was meant to force preemption";
+  if (v.kv_bytes) {
+    EXPECT_GT(s.preemptions, 0u) << "the small pool was meant to force preemption";
+  }
   engine->Shutdown(true);
 }
 

@@ -1,0 +1,215 @@
+// gemmakit serve --model DIR [--host 127.0.0.1] [--port 8000] [--served-model-name N ...]
+//   [--max-model-len N] [--max-num-seqs N] [--max-num-batched-tokens N] [--kv-cache-dtype auto|...]
+//   [--kv-cache-memory BYTES | --kv-cache-memory-fraction F] [--block-size 16]
+//   [--[no-]enable-prefix-caching] [--[no-]enable-chunked-prefill] [--api-key KEY] [--max-queue N]
+//   [--tokenizer-dir DIR] [--lora NAME=DIR] [--threads N] [--quantize none|q8_0] [--bf16-activations split|round]
+//
+// An OpenAI-compatible server (src/server/) over the continuous-batching engine
+// (src/engines/serve/). SIGTERM or SIGINT: stop accepting, let requests in flight finish, exit 0;
+// a second signal aborts what is still running.
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/common.h"
+#include "engines/serve/engine.h"
+#include "server/http_server.h"
+#include "server/model_registry.h"
+#include "server/serve_flags.h"
+
+namespace gk::cli {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+Result<Tokenizer> LoadServeTokenizer(const std::string& model_dir, const std::string& tokenizer_dir) {
+  if (std::filesystem::exists(model_dir + "/tokenizer.json")) return LoadModelTokenizer(model_dir);
+  const std::string dir = tokenizer_dir.empty() ? DefaultTokenizerDir() : tokenizer_dir;
+  const std::string path = dir + "/tokenizer.json";
+  if (!std::filesystem::exists(path)) {
+    return Result<Tokenizer>::Error(StrCat(model_dir, "/tokenizer.json not found, nor ", path,
+                                           "; give a model directory with its tokenizer.json or --tokenizer-dir"));
+  }
+  return Tokenizer::Load(path);
+}
+
+}  // namespace
+
+int RunServe(int argc, char** argv) {
+  CLI::App app{"An OpenAI-compatible HTTP server (vLLM's API) with continuous batching and a paged KV cache."};
+  std::string model_dir, host = "127.0.0.1", api_key, tokenizer_dir, kv_dtype_name = "auto", kv_memory;
+  std::vector<std::string> served_names, loras;
+  int port = 8000, max_queue = 4096;
+  double kv_fraction = 0;
+  EngineOptions eo;
+  app.add_option("--model", model_dir, "model directory (Hugging Face layout)")->required();
+  app.add_option("--host", host, "address to listen on (loopback by default)");
+  app.add_option("--port", port, "TCP port (0: any free port, printed at start-up)")->check(CLI::Range(0, 65535));
+  app.add_option("--served-model-name", served_names,
+                 "name(s) clients use in \"model\" (default: the --model path); the first is reported");
+  app.add_option("--max-model-len", eo.max_model_len, "prompt + output tokens per request (default: the model's, at most 8192)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  app.add_option("--max-num-seqs", eo.max_num_seqs, "requests in one engine step")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-num-batched-tokens", eo.max_num_batched_tokens,
+                 "token budget per engine step (default: 2048 with chunked prefill, else max-model-len)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  app.add_option("--kv-cache-dtype", kv_dtype_name, "auto, f32, f16, bf16, fp8 (= fp8_e4m3), fp8_e4m3, fp8_e5m2");
+  auto* mem = app.add_option("--kv-cache-memory", kv_memory, "KV cache size in bytes (suffixes: 2GiB, 512MiB, 1.5G)");
+  auto* frac = app.add_option("--kv-cache-memory-fraction", kv_fraction,
+                              "fraction of physical RAM the server may use in all (weights + KV cache); the CPU "
+                              "analogue of vLLM's --gpu-memory-utilization")
+                   ->check(CLI::Range(0.0, 1.0));
+  mem->excludes(frac);
+  app.add_option("--block-size", eo.block_size, "tokens per KV block")->check(CLI::Range(1, 4096));
+  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", eo.enable_prefix_caching,
+               "reuse the KV blocks of shared prompt prefixes (default on)");
+  app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", eo.enable_chunked_prefill,
+               "split long prompts over several engine steps (default on)");
+  app.add_option("--api-key", api_key, "require 'Authorization: Bearer KEY' (except /health, /metrics, /version)");
+  app.add_option("--max-queue", max_queue, "waiting requests beyond this are refused with 503")->check(CLI::Range(1, 1 << 24));
+  app.add_option("--tokenizer-dir", tokenizer_dir, "tokenizer.json directory when the model has none");
+  app.add_option("--lora", loras, "NAME=DIR: a LoRA adapter (PEFT) chosen by \"model\": NAME (not supported yet)");
+  EngineFlags engine_flags;
+  engine_flags.AddTo(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return Fail(e.what());
+  }
+  engine_flags.Apply();
+
+  auto kv_dtype = server::ParseKvCacheDType(kv_dtype_name);
+  if (!kv_dtype.ok()) return Fail(kv_dtype.status());
+  eo.kv_dtype = *kv_dtype;
+  eo.max_waiting = max_queue;
+  if (!kv_memory.empty()) {
+    auto bytes = server::ParseByteSize(kv_memory);
+    if (!bytes.ok()) return Fail(StrCat("--kv-cache-memory: ", bytes.message()));
+    if (*bytes == 0) return Fail("--kv-cache-memory must be more than 0 bytes");
+    eo.kv_cache_bytes = *bytes;
+  }
+  for (const std::string& l : loras) {
+    auto spec = server::ParseLoraSpec(l);
+    if (!spec.ok()) return Fail(spec.status());
+  }
+  if (!loras.empty()) {
+    return Fail("--lora: LoRA adapters are not supported yet (the PEFT adapter reader comes with the bridge issue)");
+  }
+
+  // Signals go to the watcher thread only: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  if (!std::filesystem::is_directory(model_dir)) {
+    return Fail(StrCat("--model ", model_dir, ": not a directory (give a Hugging Face model directory)"));
+  }
+  auto tokenizer = LoadServeTokenizer(model_dir, tokenizer_dir);
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  ThreadPool pool(engine_flags.threads);
+  ModelLoadOptions lo;
+  lo.quantize = engine_flags.Quantize();
+  auto model = GemmaModel::Load(model_dir, &pool, lo);
+  if (!model.ok()) return Fail(model.status());
+  if (kv_fraction > 0) {
+    const uint64_t budget = uint64_t(double(server::PhysicalMemoryBytes()) * kv_fraction);
+    const uint64_t used = server::ResidentBytes();
+    if (budget <= used) {
+      return Fail(StrCat("--kv-cache-memory-fraction ", kv_fraction, " of RAM is ", budget >> 20,
+                         " MiB, but the model already takes ", used >> 20, " MiB; raise the fraction"));
+    }
+    eo.kv_cache_bytes = budget - used;
+  }
+  const ModelConfig config = (*model)->config();
+  if (served_names.empty()) served_names.push_back(model_dir);
+  // Declared before the engine so it outlives every engine callback (they record queue times).
+  server::ServerMetrics metrics(served_names.front());
+  auto engine = ServeEngine::Create(std::move(*model), eo);
+  if (!engine.ok()) return Fail(engine.status());
+  ServeEngine& eng = **engine;
+  const EngineCapacity& cap = eng.capacity();
+
+  server::ServeContext ctx;
+  ctx.engine = &eng;
+  ctx.tokenizer = &*tokenizer;
+  ctx.config = &eng.config();
+  ctx.eos_ids = StopIds(config, *tokenizer);
+  ctx.max_model_len = cap.max_model_len;
+  server::ModelRegistry registry(served_names, model_dir, cap.max_model_len, int64_t(std::time(nullptr)));
+  server::HttpServerOptions ho;
+  ho.host = host;
+  ho.port = port;
+  ho.api_key = api_key;
+  ho.http_threads = std::max(64, std::min(2 * eo.max_num_seqs, 1024));
+  ctx.metrics = &metrics;
+  server::HttpServer http(ctx, registry, ho);
+  auto bound = http.Bind();
+  if (!bound.ok()) {
+    eng.Shutdown(false);
+    return Fail(bound.status());
+  }
+
+  std::fprintf(stderr, "gemmakit serve: model %s served as \"%s\" (%d layers, %d threads)\n", model_dir.c_str(),
+               registry.base_name().c_str(), config.num_layers, pool.size());
+  std::fprintf(stderr,
+               "gemmakit serve: KV cache size: %lld tokens (%.1f MiB %s, blocks of %d tokens: %lld full-attention, "
+               "%lld sliding)\n",
+               (long long)cap.kv_tokens, double(cap.kv_bytes) / (1 << 20), Lower(DTypeName(cap.kv_dtype)).c_str(),
+               cap.block_size, (long long)cap.num_blocks[0], (long long)cap.num_blocks[1]);
+  std::fprintf(stderr, "gemmakit serve: Maximum concurrency for %lld tokens per request: %.2fx\n",
+               (long long)cap.max_model_len, cap.max_concurrency);
+  std::fprintf(stderr, "gemmakit serve: listening on http://%s:%d\n", host.c_str(), *bound);
+  std::fflush(stderr);
+
+  // The watcher: first signal drains, a second aborts what is still running. Shutdown is
+  // serialised: the watcher and the main thread may both call it.
+  std::mutex shutdown_mu;
+  auto shutdown = [&](bool drain) {
+    std::lock_guard<std::mutex> lock(shutdown_mu);
+    eng.Shutdown(drain);
+  };
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    int count = 0;
+    const timespec tick{0, 200 * 1000 * 1000};
+    while (!done.load()) {
+      const int sig = sigtimedwait(&signals, nullptr, &tick);
+      if (sig < 0) continue;
+      if (++count == 1) {
+        const EngineStats s = eng.Stats();
+        std::fprintf(stderr, "gemmakit serve: %s: shutting down, finishing %d running and %d waiting requests\n",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT", s.running, s.waiting);
+        http.Stop();
+      } else {
+        std::fprintf(stderr, "gemmakit serve: second signal: aborting the requests in flight\n");
+        shutdown(/*drain=*/false);
+      }
+    }
+  });
+  http.Listen();  // returns once stopped and every in-flight request has finished
+  shutdown(/*drain=*/true);
+  done = true;
+  watcher.join();
+  std::fprintf(stderr, "gemmakit serve: stopped\n");
+  return 0;
+}
+
+}  // namespace gk::cli
