@@ -72,7 +72,7 @@ void BM_MatMul(benchmark::State& state) {
   state.SetLabel(std::string(DTypeName(dtype)));
 }
 BENCHMARK(BM_MatMul)
-    ->ArgsProduct({{4096}, {2048}, {1, 64}, {0, 2}, {1, 2}})
+    ->ArgsProduct({{4096}, {2048}, {1, 16, 64}, {0, 2}, {1, 2}})
     ->ArgNames({"rows", "cols", "T", "dtype", "thr"})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

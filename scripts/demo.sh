@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: the main job on the embedded default model. Today that is: write the tiny
-# Gemma 4 model (random weights, real tokenizer), chat with it, and print tokens/s.
-# Later stages (serve, bench, train, merge, eval, report) join as they land.
+# Gemma 4 model (random weights, real tokenizer), chat with it, print tokens/s, then serve it
+# over the OpenAI API, send a chat request with curl and shut the server down with SIGTERM.
+# Later stages (bench, train, merge, eval, report) join as they land.
 set -euo pipefail
 BUILD=${1:-build}
 GK="$BUILD/gemmakit"
@@ -16,3 +17,32 @@ echo "== gemmakit generate --model $MODEL --chat ... (random weights: the text i
 
 echo "== gemmakit logprobs (first positions)"
 "$GK" logprobs --model "$MODEL" --text "module adder(input [7:0] a, b, output [8:0] s);" --json | cut -c1-200
+
+echo "== gemmakit serve --model $MODEL --served-model-name tiny --port 0 (OpenAI-compatible, loopback)"
+LOG="$BUILD/demo/serve.log"
+"$GK" serve --model "$MODEL" --served-model-name tiny --port 0 --max-model-len 1024 >"$LOG" 2>&1 &
+SERVER=$!
+trap 'kill -9 $SERVER 2>/dev/null || true' EXIT
+URL=
+for _ in $(seq 600); do  # up to 60 s for the weights to load
+  URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG" | head -n1)
+  [ -n "$URL" ] && break
+  kill -0 $SERVER 2>/dev/null || { cat "$LOG"; echo "demo: the server exited" >&2; exit 1; }
+  sleep 0.1
+done
+[ -n "$URL" ] || { cat "$LOG"; echo "demo: the server did not start" >&2; exit 1; }
+grep -E "KV cache size|Maximum concurrency" "$LOG"
+echo "== curl $URL/v1/chat/completions"
+curl -sS --fail-with-body "$URL/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model": "tiny", "messages": [{"role": "user", "content": "Write a Verilog counter"}], "max_tokens": 32, "temperature": 0.8, "seed": 1}'
+echo
+echo "== curl $URL/metrics (a few of vLLM's metric names)"
+curl -sS --fail-with-body "$URL/metrics" | grep -E '^vllm:(generation_tokens_total|request_success_total|num_requests_running)' | head -n 5
+echo "== SIGTERM: drain and exit"
+kill -TERM $SERVER
+if wait $SERVER; then
+  echo "server exited cleanly"
+else
+  code=$?; cat "$LOG"; echo "demo: the server exited with status $code" >&2; exit 1
+fi
+trap - EXIT

@@ -6,7 +6,9 @@ loopback port with the tiny Gemma 4 model (random weights, real tokenizer).
 
 Covers every endpoint, streaming == non-streaming greedy text, stop strings, n, logprobs,
 bad input (each answered with an OpenAI error while the server keeps serving), the API key,
-clients that hang up mid-stream (blocks freed: gemmakit:kv_blocks_used back to 0), 200
+greedy requests alone == among 16 concurrent others (prefix caching and chunked prefill on, and
+both off with bf16 KV), clients that hang up mid-stream (blocks freed: gemmakit:kv_blocks_used
+back to 0), 200
 requests with random hang-ups, and SIGTERM while a request streams (it completes, exit 0).
 """
 
@@ -321,6 +323,38 @@ def check_random_disconnects(url, count=200, seed=1):
     log(f"ok: {count} requests ({done['ok']} complete, {done['hangup']} hung up), 0 KV blocks used after")
 
 
+def check_batched_equals_alone(url, label, others=16):
+    """Greedy requests give the same text alone and among `others` concurrent ones."""
+    probes = [{"prompt": "module counter(input clk,", "max_tokens": 24},
+              {"messages": [{"role": "user", "content": "Write a Verilog adder"}], "max_tokens": 24},
+              {"prompt": "assign y = " + "a & b | " * 40, "max_tokens": 16}]  # a longer prompt: chunked
+    for p in probes:
+        p.update(temperature=0, ignore_eos=True)
+
+    def run(body):
+        path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+        status, r = post_json(url, path, body)
+        check(status == 200, f"{status} {r}")
+        ch = r["choices"][0]
+        return ch["message"]["content"] if "messages" in body else ch["text"]
+
+    alone = [run(p) for p in probes]
+    rng = random.Random(3)
+    crowd = [{"prompt": "noise " * rng.randint(1, 80), "max_tokens": rng.randint(8, 40), "ignore_eos": True,
+              "temperature": 1.0, "seed": i} for i in range(others)]
+    with ThreadPoolExecutor(max_workers=others + len(probes)) as pool:
+        futures = [pool.submit(run, b) for b in crowd[:others // 2]]
+        mine = [pool.submit(run, p) for p in probes]
+        futures += [pool.submit(run, b) for b in crowd[others // 2:]]
+        together = [f.result() for f in mine]
+        for f in futures:
+            f.result()
+    for a, t, p in zip(alone, together, probes):
+        check(a == t, f"{label}: batched text differs from alone for {p}:\n{a!r}\n{t!r}")
+    wait_idle(url)
+    log(f"ok: greedy requests alone == among {others} concurrent others ({label})")
+
+
 def check_concurrent_streams(url, count=80):
     def one(i):
         body = {"prompt": f"stream {i}", "max_tokens": 8, "ignore_eos": True, "stream": True}
@@ -332,6 +366,24 @@ def check_concurrent_streams(url, count=80):
     check(reasons == ["length"] * count, f"concurrent streams: {reasons}")
     wait_idle(url)
     log(f"ok: {count} concurrent streams")
+
+
+def check_queue_limit(gemmakit, model_dir):
+    """A full queue answers 503 with an OpenAI error instead of growing; the rest complete."""
+    args = [a if a != "32" else "1" for a in SERVER_ARGS]  # --max-num-seqs 1
+    check(args != SERVER_ARGS, "SERVER_ARGS sets --max-num-seqs 32")
+    with ServeProcess(gemmakit, model_dir, args + ["--max-queue", "2"]) as s:
+        body = {"prompt": "x", "max_tokens": 40, "ignore_eos": True}
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            results = list(pool.map(lambda _: post_json(s.base_url, "/v1/completions", body), range(12)))
+        codes = sorted(status for status, _ in results)
+        check(503 in codes and 200 in codes and set(codes) <= {200, 503}, f"queue limit: {codes}")
+        for status, r in results:
+            if status == 503:
+                check(r["error"]["code"] == 503 and "queue" in r["error"]["message"], f"503 body {r}")
+        check(post_json(s.base_url, "/v1/completions", dict(body, max_tokens=2))[0] == 200, "serves after 503s")
+        wait_idle(s.base_url)
+    log(f"ok: --max-queue 2: {codes.count(503)} of 12 refused with 503, {codes.count(200)} served")
 
 
 def check_api_key(gemmakit, model_dir):
@@ -429,10 +481,17 @@ def main():
             check_disconnect(url)
             check_random_disconnects(url)
             check_concurrent_streams(url)
+            check_batched_equals_alone(url, "prefix caching, chunked prefill, f16 KV")
             m = metrics(url)
             check(metric_total(m, "vllm:time_to_first_token_seconds_count") > 0, "TTFT histogram recorded")
             check(metric_total(m, "vllm:generation_tokens_total") > 0, "generation tokens counted")
         log("ok: SIGTERM on an idle server: exit status 0")
+        with ServeProcess(args.gemmakit, model_dir, SERVER_ARGS + [
+                "--no-enable-prefix-caching", "--no-enable-chunked-prefill", "--kv-cache-dtype", "bf16",
+                "--block-size", "4"]) as s:
+            check("bf16" in s.log_text(), f"bf16 KV not reported:\n{s.log_text()}")
+            check_batched_equals_alone(s.base_url, "no prefix caching, whole prefills, bf16 KV, blocks of 4")
+        check_queue_limit(args.gemmakit, model_dir)
         check_api_key(args.gemmakit, model_dir)
         check_sigterm_drain(args.gemmakit, model_dir)
         check_second_signal_aborts(args.gemmakit, model_dir)

@@ -1,8 +1,13 @@
-// AVX2 + FMA MatMul for CPUs without AVX-512. Same blocking as the AVX-512 path, but with
-// 16 ymm registers the micro-kernel holds 4 rows × 2 tokens of accumulators.
+// AVX2 + FMA MatMul for CPUs without AVX-512. With 16 ymm registers the micro-kernel holds
+// 4 rows × 3 tokens of accumulators (plus 3 activations and one weight vector); decode (one or
+// two tokens) uses 4 × 1 or 4 × 2 straight from the weights. With three or more tokens, bf16
+// weights are first widened to f32 one 4-row × 1024-column panel at a time (16 KiB, L1-resident)
+// so that every token reuses the widened panel instead of widening each weight again: the
+// widening (vpmovzxwd + vpslld) competes with the FMAs for the same ports.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/matmul.h"
 
@@ -30,17 +35,17 @@ GK_AVX2 void Micro(const WT* w, int64_t ldw, const float* x, int64_t ldx, int64_
   __m256 acc[RB][TB];
 #pragma GCC unroll 4
   for (int r = 0; r < RB; ++r)
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
   int64_t c = c0;
   for (; c + 8 <= c1; c += 8) {
     __m256 xv[TB];
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int t = 0; t < TB; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + c);
 #pragma GCC unroll 4
     for (int r = 0; r < RB; ++r) {
       const __m256 wv = LoadW(w + r * ldw + c);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
       for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
     }
   }
@@ -58,10 +63,36 @@ using MicroFn = void (*)(const WT*, int64_t, const float*, int64_t, int64_t, int
 
 template <class WT>
 MicroFn<WT> PickMicro(int rb, int tb) {
-  static const MicroFn<WT> table[4][2] = {
-      {&Micro<WT, 1, 1>, &Micro<WT, 1, 2>}, {&Micro<WT, 2, 1>, &Micro<WT, 2, 2>},
-      {&Micro<WT, 3, 1>, &Micro<WT, 3, 2>}, {&Micro<WT, 4, 1>, &Micro<WT, 4, 2>}};
+  static const MicroFn<WT> table[4][3] = {
+      {&Micro<WT, 1, 1>, &Micro<WT, 1, 2>, &Micro<WT, 1, 3>},
+      {&Micro<WT, 2, 1>, &Micro<WT, 2, 2>, &Micro<WT, 2, 3>},
+      {&Micro<WT, 3, 1>, &Micro<WT, 3, 2>, &Micro<WT, 3, 3>},
+      {&Micro<WT, 4, 1>, &Micro<WT, 4, 2>, &Micro<WT, 4, 3>}};
   return table[rb - 1][tb - 1];
+}
+
+constexpr int64_t kPanelCols = 1024;  // columns per block when several tokens share the weights
+
+// Widens rows [0, rb) × columns [c0, c1) of bf16 W (row stride ldw) into panel (row stride
+// kPanelCols).
+GK_AVX2 void WidenPanel(const uint16_t* w, int64_t ldw, int rb, int64_t c0, int64_t c1, float* panel) {
+  for (int r = 0; r < rb; ++r) {
+    const uint16_t* src = w + r * ldw;
+    float* dst = panel + r * kPanelCols - c0;
+    int64_t c = c0;
+    for (; c + 8 <= c1; c += 8) _mm256_storeu_ps(dst + c, LoadW(src + c));
+    for (; c < c1; ++c) dst[c] = ScalarW(src + c);
+  }
+}
+
+// Adds (or, for the first column block, stores) a micro-kernel's rb × tb results.
+inline void Store(const float* out, int rb, int tb, bool first, float* y, int64_t R, int64_t r, int64_t t) {
+  for (int i = 0; i < rb; ++i) {
+    for (int j = 0; j < tb; ++j) {
+      float& dst = y[(t + j) * R + r + i];
+      dst = (first ? 0.f : dst) + out[i * tb + j];
+    }
+  }
 }
 
 template <class WT>
@@ -69,23 +100,30 @@ void Rows(const MatrixView& mv, const float* x, int64_t T, float* y, int64_t r0,
   const int64_t C = mv.cols, R = mv.rows;
   const WT* wd = static_cast<const WT*>(mv.data);
   constexpr int64_t kTokenGroup = 64;
-  const int64_t kc = T <= 2 ? C : 1024;
-  float out[8];
+  const int64_t kc = T <= 2 ? C : kPanelCols;
+  const int tstep = T <= 2 ? 2 : 3;
+  constexpr bool kWiden = !std::is_same_v<WT, float>;
+  alignas(32) float panel[kWiden ? 4 * kPanelCols : 1];
+  float out[12];
   for (int64_t tg = 0; tg < T; tg += kTokenGroup) {
     const int64_t tge = std::min(T, tg + kTokenGroup);
     for (int64_t c0 = 0; c0 < C; c0 += kc) {
       const int64_t c1 = std::min(C, c0 + kc);
       for (int64_t r = r0; r < r1; r += 4) {
         const int rb = int(std::min<int64_t>(4, r1 - r));
-        for (int64_t t = tg; t < tge; t += 2) {
-          const int tb = int(std::min<int64_t>(2, tge - t));
-          PickMicro<WT>(rb, tb)(wd + r * C, C, x + t * C, C, c0, c1, out);
-          for (int i = 0; i < rb; ++i) {
-            for (int j = 0; j < tb; ++j) {
-              float& dst = y[(t + j) * R + r + i];
-              dst = (c0 == 0 ? 0.f : dst) + out[i * tb + j];
-            }
+        if (kWiden && T > 2) {  // widen once, then every token reads f32 weights
+          WidenPanel(reinterpret_cast<const uint16_t*>(wd + r * C), C, rb, c0, c1, panel);
+          for (int64_t t = tg; t < tge; t += tstep) {
+            const int tb = int(std::min<int64_t>(tstep, tge - t));
+            PickMicro<float>(rb, tb)(panel, kPanelCols, x + t * C + c0, C, 0, c1 - c0, out);
+            Store(out, rb, tb, c0 == 0, y, R, r, t);
           }
+          continue;
+        }
+        for (int64_t t = tg; t < tge; t += tstep) {
+          const int tb = int(std::min<int64_t>(tstep, tge - t));
+          PickMicro<WT>(rb, tb)(wd + r * C, C, x + t * C, C, c0, c1, out);
+          Store(out, rb, tb, c0 == 0, y, R, r, t);
         }
       }
     }
