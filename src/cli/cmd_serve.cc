@@ -2,7 +2,7 @@
 //   [--max-model-len N] [--max-num-seqs N] [--max-num-batched-tokens N] [--kv-cache-dtype auto|...]
 //   [--kv-cache-memory BYTES | --kv-cache-memory-fraction F] [--block-size 16]
 //   [--[no-]enable-prefix-caching] [--[no-]enable-chunked-prefill] [--api-key KEY] [--max-queue N]
-//   [--tokenizer-dir DIR] [--lora NAME=DIR] [--threads N] [--quantize none|q8_0] [--bf16-activations split|round]
+//   [--reject-unknown-fields] [--tokenizer-dir DIR] [--lora NAME=DIR] [--threads N] [--quantize none|q8_0] [--bf16-activations split|round]
 //
 // An OpenAI-compatible server (src/server/) over the continuous-batching engine
 // (src/engines/serve/). SIGTERM or SIGINT: stop accepting, let requests in flight finish, exit 0;
@@ -69,7 +69,7 @@ int RunServe(int argc, char** argv) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   app.add_option("--kv-cache-dtype", kv_dtype_name, "auto, f32, f16, bf16, fp8 (= fp8_e4m3), fp8_e4m3, fp8_e5m2");
   auto* mem = app.add_option("--kv-cache-memory", kv_memory, "KV cache size in bytes (suffixes: 2GiB, 512MiB, 1.5G)");
-  auto* frac = app.add_option("--kv-cache-memory-fraction", kv_fraction,
+  auto* frac = app.add_option("--kv-cache-memory-fraction,--gpu-memory-utilization", kv_fraction,
                               "fraction of physical RAM the server may use in all (weights + KV cache); the CPU "
                               "analogue of vLLM's --gpu-memory-utilization")
                    ->check(CLI::Range(0.0, 1.0));
@@ -81,6 +81,9 @@ int RunServe(int argc, char** argv) {
                "split long prompts over several engine steps (default on)");
   app.add_option("--api-key", api_key, "require 'Authorization: Bearer KEY' (except /health, /metrics, /version)");
   app.add_option("--max-queue", max_queue, "waiting requests beyond this are refused with 503")->check(CLI::Range(1, 1 << 24));
+  bool reject_unknown = false;
+  app.add_flag("--reject-unknown-fields", reject_unknown,
+               "answer 400 to requests with fields the API does not know (default: ignore them with a warning, as vLLM)");
   app.add_option("--tokenizer-dir", tokenizer_dir, "tokenizer.json directory when the model has none");
   app.add_option("--lora", loras, "NAME=DIR: a LoRA adapter (PEFT) chosen by \"model\": NAME (not supported yet)");
   EngineFlags engine_flags;
@@ -158,6 +161,7 @@ int RunServe(int argc, char** argv) {
   ho.host = host;
   ho.port = port;
   ho.api_key = api_key;
+  ho.reject_unknown_fields = reject_unknown;
   ho.http_threads = std::max(64, std::min(2 * eo.max_num_seqs, 1024));
   ctx.metrics = &metrics;
   server::HttpServer http(ctx, registry, ho);

@@ -151,10 +151,15 @@ void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response
   const auto arrival = RequestSession::Clock::now();
   OpenAIRequest r;
   if (auto e = ParseOpenAIRequest(req.body, kind, &r)) return SendError(res, *e);
-  if (!r.ignored_fields.empty() && options_.log_unknown_fields) {
+  if (!r.ignored_fields.empty()) {
     std::string names;
     for (const std::string& f : r.ignored_fields) names += (names.empty() ? "" : ", ") + f;
-    std::fprintf(stderr, "gemmakit serve: warning: ignoring unknown request field(s): %s\n", names.c_str());
+    if (options_.reject_unknown_fields) {
+      return SendError(res, ApiError::BadRequest(StrCat("Unknown request field(s): ", names), r.ignored_fields[0]));
+    }
+    if (options_.log_unknown_fields) {
+      std::fprintf(stderr, "gemmakit serve: warning: ignoring unknown request field(s): %s\n", names.c_str());
+    }
   }
   ModelTarget target;
   if (auto e = CheckModel(r.model, &target)) return SendError(res, *e);

@@ -35,6 +35,7 @@ struct HttpServerOptions {
   int http_threads = 64;      // connections served at once
   size_t max_body_bytes = size_t(64) << 20;
   bool log_unknown_fields = true;  // warn on stderr about ignored request fields
+  bool reject_unknown_fields = false;  // answer 400 instead (vLLM ignores them: the default)
 };
 
 class HttpServer {

@@ -493,6 +493,13 @@ def main():
             check_batched_equals_alone(s.base_url, "no prefix caching, whole prefills, bf16 KV, blocks of 4")
         check_queue_limit(args.gemmakit, model_dir)
         check_api_key(args.gemmakit, model_dir)
+        with ServeProcess(args.gemmakit, model_dir, SERVER_ARGS + ["--reject-unknown-fields"]) as s:
+            status, r = post_json(s.base_url, "/v1/completions", {"prompt": "x", "max_tokens": 2, "max_tokenz": 5})
+            check(status == 400 and "max_tokenz" in r["error"]["message"] and r["error"]["param"] == "max_tokenz",
+                  f"--reject-unknown-fields: {status} {r}")
+            status, r = post_json(s.base_url, "/v1/completions", {"prompt": "x", "max_tokens": 2})
+            check(status == 200, f"known fields still served: {status} {r}")
+        log("ok: --reject-unknown-fields answers 400 naming the field")
         check_sigterm_drain(args.gemmakit, model_dir)
         check_second_signal_aborts(args.gemmakit, model_dir)
     log("PASS")
