@@ -13,34 +13,15 @@
 #include "formats/safetensors.h"
 #include "model/presets.h"
 #include "model/random_init.h"
-#include "util/test_temp_dir.h"
+#include "model/toy_models_test_util.h"
 
 namespace gk {
 namespace {
 
-ModelConfig SmallVocab(const std::string& preset) {
-  ModelConfig c = *PresetConfig(preset);
-  c.vocab_size = 300;
-  c.vocab_size_per_layer_input = 300;
-  c.sliding_window = 5;
-  if (c.arch == Arch::kGemma3) {  // Gemma 3 shape at toy width
-    c.hidden_size = 64;
-    c.intermediate_size = 128;
-    c.num_layers = 6;
-    c.layer_types.assign(6, LayerType::kSliding);
-    c.layer_types[5] = LayerType::kFull;
-    c.head_dim = c.global_head_dim = 32;
-  }
-  return c;
-}
+ModelConfig SmallVocab(const std::string& preset) { return ToyConfig(preset, 5); }
 
 std::string WriteModel(const ModelConfig& c, const std::string& name, DType dtype) {
-  const std::string dir = TestTempDir("gk_model_test_" + name);
-  RandomModelOptions o;
-  o.seed = 7;
-  o.dtype = dtype;
-  EXPECT_TRUE(WriteRandomModel(c, dir, o).ok());
-  return dir;
+  return WriteToyModel(c, "gk_model_test_" + name, dtype, 7);
 }
 
 std::vector<float> RunChunked(const std::string& dir, const std::vector<int32_t>& tokens, int chunk) {

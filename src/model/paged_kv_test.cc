@@ -15,7 +15,7 @@
 #include "model/gemma_model.h"
 #include "model/presets.h"
 #include "model/random_init.h"
-#include "util/test_temp_dir.h"
+#include "model/toy_models_test_util.h"
 
 namespace gk {
 namespace {
@@ -24,28 +24,11 @@ constexpr int kVocab = 300;
 constexpr int kWindow = 7;  // shorter than the sequences and than a 16-position block
 
 ModelConfig TestConfig(const std::string& preset) {
-  ModelConfig c = *PresetConfig(preset == "gemma3" ? "gemma3-270m" : preset);
-  c.vocab_size = kVocab;
-  c.vocab_size_per_layer_input = kVocab;
-  c.sliding_window = kWindow;
-  if (c.arch == Arch::kGemma3) {  // Gemma 3 shape at toy width
-    c.hidden_size = 64;
-    c.intermediate_size = 128;
-    c.num_layers = 6;
-    c.layer_types.assign(6, LayerType::kSliding);
-    c.layer_types[5] = LayerType::kFull;
-    c.head_dim = c.global_head_dim = 32;
-  }
-  return c;
+  return ToyConfig(preset == "gemma3" ? "gemma3-270m" : preset, kWindow);
 }
 
 std::string WriteModel(const ModelConfig& c, const std::string& name, DType dtype) {
-  const std::string dir = TestTempDir("gk_paged_test_" + name);
-  RandomModelOptions o;
-  o.seed = 5;
-  o.dtype = dtype;
-  EXPECT_TRUE(WriteRandomModel(c, dir, o).ok());
-  return dir;
+  return WriteToyModel(c, "gk_paged_test_" + name, dtype, 5);
 }
 
 // A contiguous cache whose layers hold `dtype` (to compare with a pool of that dtype).
