@@ -8,63 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/gemma4_tokens.h"
+#include "formats/layout_tokenizer_test_util.h"
 #include "util/atomic_file.h"
 
 namespace gk {
 namespace {
 
 using json = nlohmann::json;
-
-// A tokenizer with Gemma's control-token layout (ids 0-3, 98, 100, 101, 105, 106, 107) and
-// either Gemma 3 or Gemma 4 names; text falls back to single characters and bytes.
-Tokenizer LayoutTokenizer(bool gemma4_names) {
-  json vocab = json::object();
-  json added = json::array();
-  auto add = [&](int id, const std::string& piece, bool special) {
-    vocab[piece] = id;
-    added.push_back({{"id", id}, {"content", piece}, {"special", special}});
-  };
-  const char* names[] = {"<pad>", "<eos>", "<bos>", "<unk>"};
-  for (int id = 0; id < 4; ++id) add(id, names[id], true);
-  for (int id = 4; id < 107; ++id) {
-    std::string piece = "<unused" + std::to_string(id - 6) + ">";
-    bool special = false;
-    const auto tokens = Gemma4ControlTokens();
-    if (auto t = std::find_if(tokens.begin(), tokens.end(),
-                              [&](const Gemma4ControlToken& c) { return c.id == id; });
-        t != tokens.end()) {
-      piece = std::string(gemma4_names ? t->gemma4_name : t->gemma3_name);
-      special = gemma4_names || id >= 105;
-    }
-    add(id, piece, special);
-  }
-  add(107, "\n", false);
-  int id = 108;
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    vocab[name] = id++;
-  }
-  for (const char* p : {"\xE2\x96\x81", "a", "d", "e", "h", "i", "l", "m", "o", "r", "s", "t", "u",
-                        "y", "g", "H", "<", ">", "|"}) {
-    vocab[p] = id++;
-  }
-  const json j = {
-      {"added_tokens", added},
-      {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}},
-      {"pre_tokenizer", nullptr},
-      {"decoder",
-       {{"type", "Sequence"},
-        {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"content", " "}},
-                                  {{"type", "ByteFallback"}},
-                                  {{"type", "Fuse"}}})}}},
-      {"model", {{"type", "BPE"}, {"unk_token", "<unk>"}, {"byte_fallback", true}, {"vocab", vocab},
-                 {"merges", json::array()}}},
-  };
-  auto tok = Tokenizer::FromJson(j.dump(), "layout.json");
-  EXPECT_TRUE(tok.ok()) << tok.message();
-  return std::move(tok).value();
-}
 
 std::vector<int32_t> Concat(std::initializer_list<std::vector<int32_t>> parts) {
   std::vector<int32_t> out;

@@ -22,6 +22,34 @@ json Base(const std::string& id, const char* object, int64_t created, const std:
 
 json FinishReason(const ChoiceOut& c) { return c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason); }
 
+// One choice of a completion, whole or streamed (the same object in both).
+json CompletionChoice(const ChoiceOut& c) {
+  return {{"index", c.index},
+          {"text", c.text},
+          {"logprobs", c.logprobs},
+          {"finish_reason", FinishReason(c)},
+          {"stop_reason", c.stop_reason}};
+}
+
+json ChatChoice(const ChoiceOut& c) {
+  return {{"index", c.index},
+          {"message", {{"role", "assistant"}, {"content", c.text}, {"tool_calls", json::array()}}},
+          {"logprobs", c.logprobs},
+          {"finish_reason", FinishReason(c)},
+          {"stop_reason", c.stop_reason}};
+}
+
+// A whole (non-streamed) response: every choice through `choice`, then the usage.
+json Response(const std::string& id, const char* object, int64_t created, const std::string& model,
+              const std::vector<ChoiceOut>& choices, const Usage& usage, json (*choice)(const ChoiceOut&)) {
+  json j = Base(id, object, created, model);
+  json cs = json::array();
+  for (const ChoiceOut& c : choices) cs.push_back(choice(c));
+  j["choices"] = std::move(cs);
+  j["usage"] = usage.ToJson();
+  return j;
+}
+
 }  // namespace
 
 Usage& Usage::operator+=(const Usage& o) {
@@ -77,44 +105,18 @@ std::string NewRequestId(const char* prefix) {
 
 json CompletionResponse(const std::string& id, int64_t created, const std::string& model,
                         const std::vector<ChoiceOut>& choices, const Usage& usage) {
-  json j = Base(id, "text_completion", created, model);
-  json cs = json::array();
-  for (const ChoiceOut& c : choices) {
-    cs.push_back({{"index", c.index},
-                  {"text", c.text},
-                  {"logprobs", c.logprobs},
-                  {"finish_reason", FinishReason(c)},
-                  {"stop_reason", c.stop_reason}});
-  }
-  j["choices"] = std::move(cs);
-  j["usage"] = usage.ToJson();
-  return j;
+  return Response(id, "text_completion", created, model, choices, usage, &CompletionChoice);
 }
 
 json ChatResponse(const std::string& id, int64_t created, const std::string& model,
                   const std::vector<ChoiceOut>& choices, const Usage& usage) {
-  json j = Base(id, "chat.completion", created, model);
-  json cs = json::array();
-  for (const ChoiceOut& c : choices) {
-    cs.push_back({{"index", c.index},
-                  {"message", {{"role", "assistant"}, {"content", c.text}, {"tool_calls", json::array()}}},
-                  {"logprobs", c.logprobs},
-                  {"finish_reason", FinishReason(c)},
-                  {"stop_reason", c.stop_reason}});
-  }
-  j["choices"] = std::move(cs);
-  j["usage"] = usage.ToJson();
-  return j;
+  return Response(id, "chat.completion", created, model, choices, usage, &ChatChoice);
 }
 
 json CompletionChunk(const std::string& id, int64_t created, const std::string& model, const ChoiceOut& c,
                      const std::optional<json>& usage) {
   json j = Base(id, "text_completion", created, model);
-  j["choices"] = json::array({{{"index", c.index},
-                               {"text", c.text},
-                               {"logprobs", c.logprobs},
-                               {"finish_reason", FinishReason(c)},
-                               {"stop_reason", c.stop_reason}}});
+  j["choices"] = json::array({CompletionChoice(c)});
   if (usage) j["usage"] = *usage;
   return j;
 }

@@ -1,5 +1,5 @@
-// Test support for src/server (header-only, included by *_test.cc only): a small tokenizer
-// with Gemma's control-token layout, and FakeEngine, a ServeEngine that "generates" scripted
+// Test support for src/server (header-only, included by *_test.cc only): the layout tokenizer
+// (formats/layout_tokenizer_test_util.h), and FakeEngine, a ServeEngine that "generates" scripted
 // or cyclic tokens on its own thread at a set pace, so the HTTP layer can be tested without a
 // model. It records what it was asked (requests, aborts) for the tests to check.
 #pragma once
@@ -20,67 +20,16 @@
 #include <nlohmann/json.hpp>
 
 #include "engines/serve/engine.h"
-#include "formats/gemma4_tokens.h"
+#include "formats/layout_tokenizer_test_util.h"
 #include "formats/tokenizer.h"
 #include "model/config.h"
 
 namespace gk::server::testing {
 
-// Ids 0-3 <pad> <eos> <bos> <unk>, Gemma 4 control tokens at their slots (<|turn> 105,
-// <turn|> 106), "\n" 107, byte tokens <0x00>.. from 108, then single letters and "▁".
+// LayoutTokenizer with Gemma 4 names: "\n" 107, byte tokens <0x00>.. from 108, then "▁" and
+// single letters.
 inline const Tokenizer& TestTokenizer() {
-  static const Tokenizer* tok = [] {
-    using json = nlohmann::json;
-    json vocab = json::object();
-    json added = json::array();
-    auto add = [&](int id, const std::string& piece, bool special) {
-      vocab[piece] = id;
-      added.push_back({{"id", id}, {"content", piece}, {"special", special}});
-    };
-    const char* names[] = {"<pad>", "<eos>", "<bos>", "<unk>"};
-    for (int id = 0; id < 4; ++id) add(id, names[id], true);
-    for (int id = 4; id < 107; ++id) {
-      std::string piece = "<unused" + std::to_string(id - 6) + ">";
-      bool special = false;
-      for (const Gemma4ControlToken& t : Gemma4ControlTokens()) {
-        if (t.id == id) {
-          piece = std::string(t.gemma4_name);
-          special = true;
-        }
-      }
-      add(id, piece, special);
-    }
-    add(107, "\n", false);
-    int id = 108;
-    for (int b = 0; b < 256; ++b) {
-      char name[8];
-      std::snprintf(name, sizeof(name), "<0x%02X>", b);
-      vocab[name] = id++;
-    }
-    for (const char* p : {"\xE2\x96\x81", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n",
-                          "o", "p", "q", "r", "s", "t", "u", "v", "w", "x", "y", "z", "H", "<", ">", "|", "!",
-                          "."}) {
-      vocab[p] = id++;
-    }
-    const json j = {
-        {"added_tokens", added},
-        {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}},
-        {"pre_tokenizer", nullptr},
-        {"decoder",
-         {{"type", "Sequence"},
-          {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"content", " "}},
-                                    {{"type", "ByteFallback"}},
-                                    {{"type", "Fuse"}}})}}},
-        {"model", {{"type", "BPE"}, {"unk_token", "<unk>"}, {"byte_fallback", true}, {"vocab", vocab},
-                   {"merges", json::array()}}},
-    };
-    auto t = Tokenizer::FromJson(j.dump(), "server-test.json");
-    if (!t.ok()) {
-      std::fprintf(stderr, "test tokenizer: %s\n", t.message().c_str());
-      std::abort();
-    }
-    return new Tokenizer(std::move(t).value());
-  }();
+  static const Tokenizer* tok = new Tokenizer(LayoutTokenizer(/*gemma4_names=*/true));
   return *tok;
 }
 

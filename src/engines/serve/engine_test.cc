@@ -15,23 +15,15 @@
 #include "engines/generate/generator.h"
 #include "model/presets.h"
 #include "model/random_init.h"
-#include "util/test_temp_dir.h"
+#include "model/toy_models_test_util.h"
 
 namespace gk {
 namespace {
 
 std::string TinyModel(const std::string& preset, DType dtype) {
-  ModelConfig c = *PresetConfig(preset);
-  c.vocab_size = 300;
-  c.vocab_size_per_layer_input = 300;
-  c.sliding_window = 12;
+  ModelConfig c = ToyConfig(preset, 12);
   c.max_position_embeddings = 512;
-  const std::string dir = TestTempDir("gk_engine_test_" + preset + (dtype == DType::kF32 ? "_f32" : "_bf16"));
-  RandomModelOptions o;
-  o.seed = 11;
-  o.dtype = dtype;
-  EXPECT_TRUE(WriteRandomModel(c, dir, o).ok());
-  return dir;
+  return WriteToyModel(c, "gk_engine_test_" + preset + (dtype == DType::kF32 ? "_f32" : "_bf16"), dtype, 11);
 }
 
 std::vector<std::vector<int32_t>> Prompts(int n, uint32_t seed, const std::vector<int32_t>& shared_prefix = {}) {
