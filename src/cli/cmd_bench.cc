@@ -1,3 +1,4 @@
+// gemmakit bench model|serve|compare|client-check
 // gemmakit bench model --model DIR [--threads N] [--prompt-len 512] [--gen-len 128] [--repeats 3]
 //                      [--mmap] [--json] [--quantize none|q8_0] [--batch 16] [--bf16-activations split|round]
 #include <CLI/CLI.hpp>
@@ -10,7 +11,18 @@
 namespace gk::cli {
 
 int RunBench(int argc, char** argv) {
-  CLI::App app{"Benchmarks; each figure is printed with its ceiling measured in the same run."};
+  // The serving benchmarks have their own parsers (cmd_bench_serve.cc).
+  if (argc >= 2) {
+    const std::string sub = argv[1];
+    if (sub == "serve") return RunBenchServe(argc - 1, argv + 1);
+    if (sub == "compare") return RunBenchCompare(argc - 1, argv + 1);
+    if (sub == "client-check") return RunBenchClientCheck(argc - 1, argv + 1);
+  }
+  CLI::App app{"Benchmarks; each figure is printed with its ceiling measured in the same run.\n"
+               "  bench model         prefill and decode tokens/s of a checkpoint\n"
+               "  bench serve         a serving benchmark client like vllm bench serve (bench serve --help)\n"
+               "  bench compare       side-by-side tables and SVG plots of bench serve results\n"
+               "  bench client-check  the serving client's own overhead at many streams"};
   app.require_subcommand(1);
   ModelBenchOptions o;
   bool mmap = false, json = false;

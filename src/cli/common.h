@@ -44,6 +44,10 @@ int RunInit(int argc, char** argv);
 int RunGenerate(int argc, char** argv);
 int RunLogprobs(int argc, char** argv);
 int RunBench(int argc, char** argv);
+// bench serve / compare / client-check (cmd_bench_serve.cc), dispatched by RunBench.
+int RunBenchServe(int argc, char** argv);
+int RunBenchCompare(int argc, char** argv);
+int RunBenchClientCheck(int argc, char** argv);
 int RunQuantize(int argc, char** argv);
 int RunServe(int argc, char** argv);
 

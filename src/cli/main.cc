@@ -17,7 +17,7 @@ const Command kCommands[] = {
     {"init", "write a model with seeded random weights in Hugging Face layout", gk::cli::RunInit},
     {"generate", "generate text from a prompt or a chat message", gk::cli::RunGenerate},
     {"logprobs", "per-position log-probabilities and argmax of a text or token list", gk::cli::RunLogprobs},
-    {"bench", "benchmarks (bench model: prefill and decode speed against the machine's limits)", gk::cli::RunBench},
+    {"bench", "benchmarks: bench model (speed vs the machine's limits), bench serve (like vllm bench serve), bench compare", gk::cli::RunBench},
     {"quantize", "write a quantized copy of a checkpoint (q8_0: int8 weights, a scale per 32)", gk::cli::RunQuantize},
     {"serve", "an OpenAI-compatible HTTP server (continuous batching, paged KV cache)", gk::cli::RunServe},
 };

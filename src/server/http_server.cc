@@ -34,6 +34,7 @@ HttpServer::HttpServer(ServeContext ctx, ModelRegistry models, HttpServerOptions
   svr_->set_payload_max_length(options_.max_body_bytes);
   svr_->set_keep_alive_max_count(1000);
   svr_->set_tcp_nodelay(true);
+  backlog_ = std::make_unique<DeepListenBacklog>(*svr_);
   Routes();
 }
 
@@ -48,6 +49,7 @@ Result<int> HttpServer::Bind() {
     return Result<int>::Error(StrCat("cannot listen on ", options_.host, ":", port,
                                      " (address in use or not local?); pick another --port or --host"));
   }
+  backlog_->Apply();
   return port;
 }
 

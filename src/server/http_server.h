@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "server/listen_backlog.h"
 #include "server/model_registry.h"
 #include "server/request_session.h"
 #include "server/server_metrics.h"
@@ -69,6 +70,7 @@ class HttpServer {
   ModelRegistry models_;
   HttpServerOptions options_;
   std::unique_ptr<httplib::Server> svr_;
+  std::unique_ptr<DeepListenBacklog> backlog_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> in_listen_{false};
 };
