@@ -38,6 +38,10 @@ curl -sS --fail-with-body "$URL/v1/chat/completions" -H 'Content-Type: applicati
 echo
 echo "== curl $URL/metrics (a few of vLLM's metric names)"
 curl -sS --fail-with-body "$URL/metrics" | grep -E '^vllm:(generation_tokens_total|request_success_total|num_requests_running)' | head -n 5
+echo "== gemmakit bench serve: a short request-rate sweep against this server (vLLM's metrics and layout)"
+"$GK" bench serve --base-url "$URL" --model tiny --tokenizer "$MODEL" --random-input-len 64 --random-output-len 16 \
+  --num-prompts 16 --request-rate 4,16,inf --temperature 0 --label demo --disable-tqdm \
+  --save-result --result-dir "$BUILD/demo/bench"
 echo "== SIGTERM: drain and exit"
 kill -TERM $SERVER
 if wait $SERVER; then

@@ -219,7 +219,7 @@ Result<ServeBenchResult> RunServeBench(const ServeBenchOptions& o, const std::fu
       } else {
         requests = jsonl;
       }
-      print(StrCat("Traffic request rate: ", RateText(rate), "\nBurstiness factor: ", o.burstiness,
+      print(StrCat("Traffic request rate: ", RateText(rate), "\nBurstiness factor: ", RateText(o.burstiness),
                    o.burstiness == 1.0 ? " (Poisson process)" : " (Gamma distribution)",
                    "\nMaximum request concurrency: ", o.max_concurrency > 0 ? std::to_string(o.max_concurrency) : "None",
                    o.dataset_name == "random" ? StrCat("\nInput length: ", len, ", output length: ", o.output_len) : "",

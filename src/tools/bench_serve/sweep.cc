@@ -104,13 +104,13 @@ std::string FormatSweep(const std::vector<SweepPoint>& points) {
     out += buf;
   }
   for (const auto& s : SummarizeSweep(points)) {
-    std::string sat = "not reached (throughput still grows at the highest rate)";
+    std::string sat = "saturation not reached (throughput still grows at the highest rate)";
     if (s.saturation_rate) {
-      std::snprintf(buf, sizeof(buf), "%s req/s (median TTFT %.2f ms there, %.2f ms at the next rate)",
+      std::snprintf(buf, sizeof(buf), "saturates at %s req/s (median TTFT %.2f ms there, %.2f ms at the next rate)",
                     RateText(*s.saturation_rate).c_str(), s.ttft_at_saturation_ms, s.ttft_after_saturation_ms);
       sat = buf;
     }
-    std::snprintf(buf, sizeof(buf), "input %d: best sustained %.2f tok/s at %s req/s; peak %.2f tok/s; saturates at %s\n",
+    std::snprintf(buf, sizeof(buf), "input %d: best sustained %.2f tok/s at %s req/s; peak %.2f tok/s; %s\n",
                   s.input_len, s.best_output_throughput, RateText(s.best_rate).c_str(), s.peak_output_tokens_per_s,
                   sat.c_str());
     out += buf;
