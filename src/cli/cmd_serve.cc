@@ -162,7 +162,7 @@ int RunServe(int argc, char** argv) {
   ho.port = port;
   ho.api_key = api_key;
   ho.reject_unknown_fields = reject_unknown;
-  ho.http_threads = std::max(64, std::min(2 * eo.max_num_seqs, 1024));
+  ho.http_threads = 64;  // grows with open connections (server/elastic_thread_pool.h)
   ctx.metrics = &metrics;
   server::HttpServer http(ctx, registry, ho);
   auto bound = http.Bind();

@@ -9,6 +9,7 @@
 #include <httplib.h>
 
 #include "server/connection_probe.h"
+#include "server/elastic_thread_pool.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 
@@ -29,8 +30,8 @@ HttpServer::HttpServer(ServeContext ctx, ModelRegistry models, HttpServerOptions
   }
   // httplib 0.11.4 writes with send(..., 0): a client that disconnects would raise SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
-  const int threads = std::max(1, options_.http_threads);
-  svr_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  const int threads = std::max(1, options_.http_threads), max_threads = std::max(threads, options_.max_http_threads);
+  svr_->new_task_queue = [threads, max_threads] { return new ElasticThreadPool(threads, max_threads); };
   svr_->set_payload_max_length(options_.max_body_bytes);
   svr_->set_keep_alive_max_count(1000);
   svr_->set_tcp_nodelay(true);

@@ -33,7 +33,8 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;            // 0: any free port (Bind returns it)
   std::string api_key;        // "" = no authentication
-  int http_threads = 64;      // connections served at once
+  int http_threads = 64;      // threads started for connections (one per open connection)
+  int max_http_threads = 4096;  // the pool grows to this many open connections (elastic_thread_pool.h)
   size_t max_body_bytes = size_t(64) << 20;
   bool log_unknown_fields = true;  // warn on stderr about ignored request fields
   bool reject_unknown_fields = false;  // answer 400 instead (vLLM ignores them: the default)

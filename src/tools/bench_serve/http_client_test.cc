@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include "server/listen_backlog.h"
 #include "util/clock.h"
 
 namespace gk::bench {
@@ -76,8 +77,11 @@ class HttpClientTest : public ::testing::Test {
       res.status = 503;
       res.set_content("busy", "text/plain");
     });
+    // httplib's backlog of 5 drops SYNs of a 50-connection burst; clients retry only after 1 s.
+    DeepListenBacklog backlog(svr_);
     port_ = svr_.bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
+    backlog.Apply();
     thread_ = std::thread([this] { svr_.listen_after_bind(); });
     while (!svr_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -91,9 +95,9 @@ class HttpClientTest : public ::testing::Test {
     return std::move(*c);
   }
   static void Wait(HttpClient& c, Collect& h) {
-    const double deadline = NowSeconds() + 10;
+    const double deadline = NowSeconds() + 30;
     while (!h.done && NowSeconds() < deadline) c.Poll(0.01);
-    ASSERT_TRUE(h.done) << "no answer within 10 s";
+    ASSERT_TRUE(h.done) << "no answer within 30 s";
   }
   static HttpRequest Get(const std::string& path) {
     HttpRequest r;
