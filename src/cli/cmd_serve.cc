@@ -26,6 +26,7 @@
 #include "server/http_server.h"
 #include "server/model_registry.h"
 #include "server/serve_flags.h"
+#include "util/open_file_limit.h"
 
 namespace gk::cli {
 namespace {
@@ -164,6 +165,7 @@ int RunServe(int argc, char** argv) {
   ho.reject_unknown_fields = reject_unknown;
   ho.http_threads = 64;  // grows with open connections (server/elastic_thread_pool.h)
   ctx.metrics = &metrics;
+  RaiseOpenFileLimit();  // a descriptor per open connection: bursts of a thousand are normal
   server::HttpServer http(ctx, registry, ho);
   auto bound = http.Bind();
   if (!bound.ok()) {

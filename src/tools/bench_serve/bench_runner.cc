@@ -7,6 +7,7 @@
 
 #include "tools/bench_serve/arrivals.h"
 #include "util/clock.h"
+#include "util/open_file_limit.h"
 
 namespace gk::bench {
 
@@ -57,6 +58,7 @@ Status ReadyCheck(HttpClient& client, const SampleRequest& r, const RunOptions& 
 
 Result<RunResult> RunBenchmark(const std::vector<SampleRequest>& requests, const RunOptions& o) {
   if (requests.empty()) return Result<RunResult>::Error("no requests to send");
+  RaiseOpenFileLimit();  // one descriptor per concurrent stream
   GK_ASSIGN_OR_RETURN(std::unique_ptr<HttpClient> client, HttpClient::Create(o.url, o.request_timeout_s));
   if (o.ready_check_timeout_s > 0) GK_RETURN_IF_ERROR(ReadyCheck(*client, requests[0], o));
   for (int i = 0; i < o.num_warmups; ++i) RunOne(*client, requests[0], o);  // counted nowhere

@@ -172,7 +172,9 @@ Result<ServeBenchResult> RunServeBench(const ServeBenchOptions& o, const std::fu
   GK_ASSIGN_OR_RETURN(GoodputSlo goodput, ParseGoodput(o.goodput));
 
   // The model: as given, or the server's first. /v1/models also says whose server it is.
-  GK_ASSIGN_OR_RETURN(nlohmann::json models, GetJson(url, "/v1/models", o.api_key, o.ready_check_timeout_s));
+  // Waits for a server that is still starting as long as the ready check would (30 s when that is skipped).
+  const double wait_s = o.ready_check_timeout_s > 0 ? o.ready_check_timeout_s : 30;
+  GK_ASSIGN_OR_RETURN(nlohmann::json models, GetJson(url, "/v1/models", o.api_key, wait_s));
   std::string model = o.model, owned_by;
   if (models.contains("data") && models["data"].is_array() && !models["data"].empty()) {
     const auto& first = models["data"][0];
