@@ -15,6 +15,7 @@ void ElasticThreadPool::SpawnLocked() { threads_.emplace_back([this] { Worker();
 
 void ElasticThreadPool::enqueue(std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (shutdown_) return;  // httplib stops accepting before it shuts the pool down; never spawn unjoined
   jobs_.push_back(std::move(fn));
   // Idle threads that are already woken but have not taken a job yet still count as idle:
   // only grow when the queue is longer than the threads that can take from it.

@@ -105,6 +105,9 @@ Status Validate(const ServeBenchOptions& o) {
     return Status::Error(StrCat("--dataset-name ", o.dataset_name, ": expected random or jsonl"));
   }
   if (o.dataset_name == "jsonl" && o.dataset_path.empty()) return Status::Error("--dataset-name jsonl needs --dataset-path");
+  if (o.dataset_name == "jsonl" && !o.input_lens.empty()) {
+    return Status::Error("--input-lens sweeps random prompts; a jsonl dataset has its own lengths");
+  }
   return Status::Ok();
 }
 
