@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
       libhwy-dev libopenblas-dev libzstd-dev python3-torch python3-numpy
-      libcpp-httplib-dev curl pkg-config)
+      libcpp-httplib-dev curl pkg-config iverilog)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

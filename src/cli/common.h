@@ -50,5 +50,6 @@ int RunBenchCompare(int argc, char** argv);
 int RunBenchClientCheck(int argc, char** argv);
 int RunQuantize(int argc, char** argv);
 int RunServe(int argc, char** argv);
+int RunEval(int argc, char** argv);   // eval verilog / eval compare (cmd_eval.cc)
 
 }  // namespace gk::cli

@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-#include "tools/bench_serve/svg_plot.h"
+#include "tools/plot/svg_plot.h"
 #include "util/atomic_file.h"
 
 namespace gk::bench {
@@ -411,15 +411,15 @@ Result<std::string> SweepMarkdown(const std::vector<CompareInput>& inputs, const
 // ---- plots ----
 
 std::pair<std::string, std::string> Plot(const std::string& file, const std::string& title, const std::string& y_label,
-                                         std::vector<PlotSeries> series) {
-  LineChart c;
+                                         std::vector<plot::PlotSeries> series) {
+  plot::LineChart c;
   c.title = title, c.x_label = "request rate (req/s)", c.y_label = y_label, c.log2_x = true;
   c.series = std::move(series);
-  return {file, RenderSvg(c)};
+  return {file, plot::RenderSvg(c)};
 }
 
 // (rate, value of key) for each object that has the key as a number.
-void AddPoint(PlotSeries& s, double rate, const json& obj, const char* key) {
+void AddPoint(plot::PlotSeries& s, double rate, const json& obj, const char* key) {
   if (obj.contains(key) && obj[key].is_number()) s.points.emplace_back(rate, obj[key].get<double>());
 }
 
@@ -435,7 +435,7 @@ Result<std::vector<std::pair<std::string, std::string>>> ComparePlots(const std:
   GK_ASSIGN_OR_RETURN(Kind kind, CheckInputs(inputs));
   Plots out;
   if (kind == Kind::kPoint) {
-    std::vector<PlotSeries> tput, ttft;
+    std::vector<plot::PlotSeries> tput, ttft;
     for (const CompareInput& in : inputs) {
       tput.push_back({in.label, {}}), ttft.push_back({in.label, {}});
       const std::optional<double> rate = ParseRate(in.doc["request_rate"]);
@@ -452,7 +452,7 @@ Result<std::vector<std::pair<std::string, std::string>>> ComparePlots(const std:
   std::set<long long> lengths;  // every length: a plot may show a line for only some inputs
   for (const Sweep& s : sweeps) lengths.insert(s.lengths.begin(), s.lengths.end());
   for (long long len : lengths) {
-    std::vector<PlotSeries> tput, ttft;
+    std::vector<plot::PlotSeries> tput, ttft;
     for (size_t i = 0; i < inputs.size(); ++i) {
       tput.push_back({inputs[i].label, {}}), ttft.push_back({inputs[i].label, {}});
       for (const SweepPoint& p : sweeps[i].points) {

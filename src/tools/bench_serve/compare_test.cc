@@ -6,13 +6,15 @@
 #include <fstream>
 #include <limits>
 
-#include "tools/bench_serve/svg_plot.h"
+#include "tools/plot/svg_testing.h"
 #include "util/test_temp_dir.h"
 
 namespace gk::bench {
 namespace {
 
 using nlohmann::json;
+using plot::svgtest::Count;
+using plot::svgtest::WellFormed;
 
 json Point(double rate, double out_tput, double ttft, double tpot) {
   json j = {{"request_rate", rate},
@@ -299,90 +301,7 @@ TEST_F(LoadCompareInputTest, ErrorsNameTheFile) {
   EXPECT_NE(in.message().find(dir_ + "/missing.json"), std::string::npos) << in.message();
 }
 
-// ---- SVG ----
-
-// Tags balance and every '&' starts an entity: enough to catch broken output without an XML library.
-::testing::AssertionResult WellFormed(const std::string& svg) {
-  if (svg.rfind("<svg", 0) != 0) return ::testing::AssertionFailure() << "does not start with <svg";
-  if (svg.size() < 7 || svg.compare(svg.size() - 7, 7, "</svg>\n") != 0) {
-    return ::testing::AssertionFailure() << "does not end with </svg>";
-  }
-  std::vector<std::string> open;
-  for (size_t i = 0; i < svg.size(); ++i) {
-    if (svg[i] == '&') {
-      const size_t semi = svg.find(';', i);
-      const std::string ent = svg.substr(i, semi == std::string::npos ? 1 : semi - i + 1);
-      if (ent != "&amp;" && ent != "&lt;" && ent != "&gt;" && ent != "&quot;" && ent != "&apos;") {
-        return ::testing::AssertionFailure() << "bad entity at " << i;
-      }
-    }
-    if (svg[i] != '<') continue;
-    const size_t end = svg.find('>', i);
-    if (end == std::string::npos) return ::testing::AssertionFailure() << "unclosed tag at " << i;
-    const std::string tag = svg.substr(i + 1, end - i - 1);
-    if (tag.find('<') != std::string::npos) return ::testing::AssertionFailure() << "'<' inside tag at " << i;
-    const std::string name = tag.substr(tag[0] == '/', tag.find_first_of(" />", 1) - (tag[0] == '/'));
-    if (tag[0] == '/') {
-      if (open.empty() || open.back() != name) return ::testing::AssertionFailure() << "mismatched </" << name << ">";
-      open.pop_back();
-    } else if (tag.back() != '/') {
-      open.push_back(name);
-    }
-    i = end;
-  }
-  if (!open.empty()) return ::testing::AssertionFailure() << "<" << open.back() << "> not closed";
-  return ::testing::AssertionSuccess();
-}
-
-size_t Count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-  return n;
-}
-
-TEST(SvgPlotTest, NiceTicksAndEscape) {
-  EXPECT_EQ(NiceTicks(0, 763, 6), (std::vector<double>{0, 200, 400, 600, 800}));
-  const std::vector<double> tenths = NiceTicks(0, 1, 6);  // 0, 0.2 .. 1
-  ASSERT_EQ(tenths.size(), 6u);
-  EXPECT_DOUBLE_EQ(tenths[3], 0.6);
-  EXPECT_DOUBLE_EQ(tenths[5], 1);
-  EXPECT_EQ(NiceTicks(-30, 70, 6), (std::vector<double>{-40, -20, 0, 20, 40, 60, 80}));
-  EXPECT_EQ(NiceTicks(0, 0, 6).front(), 0);
-  EXPECT_EQ(NiceTicks(0, 0, 6).back(), 1);
-  EXPECT_EQ(XmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;");
-}
-
-TEST(SvgPlotTest, LineChartIsWellFormedAndDeterministic) {
-  LineChart c;
-  c.title = "Throughput <in & out>", c.x_label = "request rate (req/s)", c.y_label = "tok/s", c.log2_x = true;
-  const double inf = std::numeric_limits<double>::infinity();
-  c.series = {{"TPU \"v5e\"", {{1, 100}, {4, 380}, {2, 200}, {inf, 420}}}, {"GPU", {{1, 90}, {64, 300}}}};
-  const std::string svg = RenderSvg(c);
-  EXPECT_TRUE(WellFormed(svg));
-  EXPECT_EQ(Count(svg, "<polyline"), 2u);
-  EXPECT_EQ(Count(svg, "<circle"), 6u);
-  EXPECT_NE(svg.find("Throughput &lt;in &amp; out&gt;"), std::string::npos);
-  EXPECT_NE(svg.find("TPU &quot;v5e&quot;"), std::string::npos);
-  EXPECT_NE(svg.find(">burst</text>"), std::string::npos);
-  EXPECT_NE(svg.find(">64</text>"), std::string::npos);  // log2 ticks 1, 2, 4 .. 64
-  EXPECT_NE(svg.find(">8</text>"), std::string::npos);
-  EXPECT_EQ(RenderSvg(c), svg);
-}
-
-TEST(SvgPlotTest, EmptyAndBurstOnlyCharts) {
-  LineChart c;
-  c.title = "nothing";
-  c.series = {{"A", {}}};
-  std::string svg = RenderSvg(c);
-  EXPECT_TRUE(WellFormed(svg));
-  EXPECT_NE(svg.find("no data"), std::string::npos);
-  c.log2_x = true;
-  c.series = {{"A", {{std::numeric_limits<double>::infinity(), 5}}}};
-  svg = RenderSvg(c);
-  EXPECT_TRUE(WellFormed(svg));
-  EXPECT_NE(svg.find(">burst</text>"), std::string::npos);
-  EXPECT_EQ(Count(svg, "<circle"), 1u);
-}
+// ---- plots ----
 
 TEST(ComparePlotsTest, PointResultsOnePairOfPlots) {
   json b = Point(4, 474, 60, 30);

@@ -1,4 +1,4 @@
-#include "tools/bench_serve/svg_plot.h"
+#include "tools/plot/svg_plot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <optional>
 
-namespace gk::bench {
+namespace gk::plot {
 namespace {
 
 constexpr int kLeft = 72, kRight = 150, kTop = 40, kBottom = 56;
@@ -145,6 +145,33 @@ std::string Series(const LineChart& c, const Axis& xa, const Axis& ya, const Plo
   return poly + "\"/>\n" + marks;
 }
 
+// The opening tag and the white background of a w x h document.
+std::string SvgOpen(int width, int height) {
+  const std::string w = std::to_string(width), h = std::to_string(height);
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h + "\" viewBox=\"0 0 " + w + " " +
+         h + "\" font-family=\"sans-serif\" font-size=\"12\">\n" + "<rect width=\"" + w + "\" height=\"" + h +
+         "\" fill=\"white\"/>\n";
+}
+
+// ---- bar charts ----
+
+constexpr int kBarRight = 24;                                                   // no legend on the right
+constexpr double kBarLabelFont = 11, kBarCharWidth = 6.5, kBarLabelPitch = 13;  // estimates for sans-serif 11
+
+// At most max_chars bytes, cut before a UTF-8 continuation byte so the text stays valid.
+std::string CutLabel(const std::string& s, size_t max_chars) {
+  if (s.size() <= max_chars || max_chars < 4) return s;
+  size_t end = max_chars - 3;
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  return s.substr(0, end) + "...";
+}
+
+std::string Decimals(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", std::clamp(decimals, 0, 9), v);
+  return buf;
+}
+
 }  // namespace
 
 std::string XmlEscape(std::string_view s) {
@@ -179,10 +206,7 @@ std::vector<double> NiceTicks(double lo, double hi, int max_ticks) {
 
 std::string RenderSvg(const LineChart& c) {
   const Axis xa = MakeXAxis(c), ya = MakeYAxis(c);
-  const std::string w = std::to_string(c.width), h = std::to_string(c.height);
-  std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h +
-                    "\" viewBox=\"0 0 " + w + " " + h + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  out += "<rect width=\"" + w + "\" height=\"" + h + "\" fill=\"white\"/>\n";
+  std::string out = SvgOpen(c.width, c.height);
   out += Text(c.width / 2.0, 24, "middle", c.title, " font-size=\"15\"");
   out += Axes(c, xa, ya);
   bool any = false;
@@ -198,4 +222,71 @@ std::string RenderSvg(const LineChart& c) {
   return out + "</svg>\n";
 }
 
-}  // namespace gk::bench
+std::string RenderBarSvg(const BarChart& c) {
+  const size_t n = c.bars.size();
+  const double left = kLeft, right = c.width - kBarRight, top = kTop, bottom = c.height - kBottom;
+  const double slot = n ? (right - left) / n : right - left;
+
+  // y: from 0 (or the lowest value) to the top the caller fixed, or the highest value.
+  double lo = 0, hi = c.y_max;
+  for (const Bar& b : c.bars)
+    if (std::isfinite(b.value)) lo = std::min(lo, b.value), hi = std::max(hi, b.value);
+  const std::vector<double> t = NiceTicks(lo, hi, 6);
+  const double step = t.size() > 1 ? t[1] - t[0] : 1;
+  Axis ya;
+  for (double v : t) ya.ticks.emplace_back(v, TickLabel(v, step));
+  ya.lo = t.front(), ya.hi = t.back(), ya.p0 = bottom, ya.p1 = top;
+
+  // x labels: side by side when the widest fits its slot, else rotated, thinned to every m-th
+  // so that neighbours do not overlap; rotated labels make the document taller.
+  std::vector<std::string> labels;
+  double widest = 0;
+  for (const Bar& b : c.bars) {
+    labels.push_back(CutLabel(b.label, c.max_label_chars));
+    widest = std::max(widest, labels.back().size() * kBarCharWidth);
+  }
+  const bool rotated = widest > slot - 4;
+  const size_t every = rotated ? static_cast<size_t>(std::ceil(kBarLabelPitch / std::max(slot, 1e-9))) : 1;
+  const double label_room = rotated ? widest + 10 : 16;
+  const int doc_height = c.height + static_cast<int>(std::ceil(std::max(0.0, label_room - 16)));
+
+  std::string out = SvgOpen(c.width, doc_height);
+  out += Text(c.width / 2.0, 24, "middle", c.title, " font-size=\"15\"");
+  for (const auto& [v, label] : ya.ticks) {
+    out += Line(left, ya.Map(v), right, ya.Map(v), "stroke=\"#e0e0e0\"");
+    out += Text(left - 6, ya.Map(v) + 4, "end", label);
+  }
+  const double zero = ya.Map(0), bar_w = std::max(1.0, slot * 0.8);
+  for (size_t i = 0; i < n; ++i) {
+    const Bar& b = c.bars[i];
+    const double cx = left + slot * (i + 0.5);
+    if (std::isfinite(b.value)) {
+      const double y = ya.Map(b.value);
+      const std::string tip = b.tooltip.empty() ? b.label + ": " + Decimals(b.value, c.value_decimals) : b.tooltip;
+      out += "<rect x=\"" + Coord(cx - bar_w / 2) + "\" y=\"" + Coord(std::min(y, zero)) + "\" width=\"" +
+             Coord(bar_w) + "\" height=\"" + Coord(std::fabs(zero - y)) + "\" fill=\"" + kColors[0] + "\"><title>" +
+             XmlEscape(tip) + "</title></rect>\n";
+      const std::string value = Decimals(b.value, c.value_decimals);
+      if (value.size() * kBarCharWidth <= slot - 2) {
+        out += Text(cx, b.value >= 0 ? y - 4 : y + 14, "middle", value, " font-size=\"11\"");
+      }
+    }
+    if (i % every != 0) continue;
+    if (rotated) {
+      const double x = cx + kBarLabelFont / 3, y = bottom + 8;  // the baseline sits right of the glyphs
+      out +=
+          Text(x, y, "end", labels[i], " font-size=\"11\" transform=\"rotate(-90 " + Coord(x) + " " + Coord(y) + ")\"");
+    } else {
+      out += Text(cx, bottom + 16, "middle", labels[i], " font-size=\"11\"");
+    }
+  }
+  out += Line(left, bottom, right, bottom, "stroke=\"black\"");
+  out += Line(left, top, left, bottom, "stroke=\"black\"");
+  out += Text((left + right) / 2, bottom + label_room + 22, "middle", c.x_label);
+  out += "<text transform=\"translate(18," + Coord((top + bottom) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
+         XmlEscape(c.y_label) + "</text>\n";
+  if (n == 0) out += Text((left + right) / 2, (top + bottom) / 2, "middle", "no data");
+  return out + "</svg>\n";
+}
+
+}  // namespace gk::plot
