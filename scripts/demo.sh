@@ -42,6 +42,11 @@ echo "== gemmakit bench serve: a short request-rate sweep against this server (v
 "$GK" bench serve --base-url "$URL" --model tiny --tokenizer "$MODEL" --random-input-len 64 --random-output-len 16 \
   --num-prompts 16 --request-rate 4,16,inf --temperature 0 --label demo --disable-tqdm \
   --save-result --result-dir "$BUILD/demo/bench"
+echo "== gemmakit data synth-verilog + eval verilog: a small synthetic eval set, scored through this server"
+echo "   (random weights write no Verilog: expect pass@k = 0; the pipeline, iverilog and the sandbox are real)"
+"$GK" data synth-verilog --out "$BUILD/demo/verilog-eval" --n 6 --seed 1
+"$GK" eval verilog --dataset "$BUILD/demo/verilog-eval" --base-url "$URL" --model tiny \
+  --n-samples 2 --max-tokens 64 --k 1,2 --out "$BUILD/demo/eval"
 echo "== SIGTERM: drain and exit"
 kill -TERM $SERVER
 if wait $SERVER; then

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -27,6 +28,7 @@ Result<std::vector<Sample>> LoadCandidates(const std::string& path, const std::v
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < problems.size(); ++i) by_name[problems[i].name] = i;
   std::vector<Sample> out;
+  std::set<std::pair<size_t, int>> seen;  // pass@k counts each sample once
   std::istringstream in(text);
   std::string line;
   for (int no = 1; std::getline(in, line); ++no) {
@@ -38,7 +40,10 @@ Result<std::vector<Sample>> LoadCandidates(const std::string& path, const std::v
     if (!j.contains("code") || !j["code"].is_string()) return bad("no \"code\" string");
     if (!j.contains("sample") || !j["sample"].is_number_integer()) return bad("no integer \"sample\"");
     auto it = by_name.find(j["problem"].get<std::string>());
-    if (it == by_name.end()) return bad(StrCat("problem ", j["problem"].get<std::string>(), " is not in the dataset"));
+    if (it == by_name.end()) {
+      return bad(StrCat("problem ", j["problem"].get<std::string>(), " is not in the dataset (or not in --problems)"));
+    }
+    if (!seen.insert({it->second, j["sample"].get<int>()}).second) return bad("a second line for this problem and sample");
     out.push_back({it->second, j["sample"].get<int>(), "", j["code"].get<std::string>()});
   }
   if (out.empty()) return Result<std::vector<Sample>>::Error(StrCat(path, ": no candidates"));
