@@ -21,18 +21,6 @@ namespace gk::cli {
 
 namespace {
 
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > pos) out.push_back(text.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  return out;
-}
-
 Result<std::vector<std::pair<std::string, std::string>>> ParsePairs(const std::vector<std::string>& words,
                                                                      const char* flag) {
   std::vector<std::pair<std::string, std::string>> out;

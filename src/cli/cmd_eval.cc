@@ -23,18 +23,6 @@ namespace gk::cli {
 
 namespace {
 
-std::vector<std::string> Split(const std::string& text) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > pos) out.push_back(text.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  return out;
-}
-
 int RunEvalVerilog(int argc, char** argv) {
   CLI::App app{"Score a model on verilog-eval spec-to-RTL: generate n samples per problem, compile and simulate "
                "each with iverilog in a sandbox, report unbiased pass@k."};
@@ -66,13 +54,13 @@ int RunEvalVerilog(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   engine_flags.Apply();
   o.ks.clear();
-  for (const auto& k : Split(ks)) {
+  for (const auto& k : SplitCommas(ks)) {
     char* end = nullptr;
     const long v = std::strtol(k.c_str(), &end, 10);
     if (*end || v < 1 || v > 1000) return Fail(StrCat("--k: '", k, "' is not a positive integer"));
     o.ks.push_back(static_cast<int>(v));
   }
-  o.problems = Split(problems);
+  o.problems = SplitCommas(problems);
   o.score.compile_timeout_s = o.score.run_timeout_s = timeout;
   o.score.sandbox = !unsafe;
   o.score.keep_scratch = keep;
@@ -149,7 +137,7 @@ int RunEvalCompare(int argc, char** argv) {
   app.add_option("runs", runs, "two --out directories (or their summary.json)")->required()->expected(2);
   app.add_option("--labels", labels, "two labels, comma-separated");
   CLI11_PARSE(app, argc, argv);
-  std::vector<std::string> names = Split(labels);
+  std::vector<std::string> names = SplitCommas(labels);
   if (names.empty()) names = {std::filesystem::path(runs[0]).filename().string(), std::filesystem::path(runs[1]).filename().string()};
   if (names.size() != 2) return Fail("--labels: give two labels");
   auto a = LoadSummary(runs[0]);

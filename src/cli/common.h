@@ -38,6 +38,8 @@ struct EngineFlags {
 };
 // Parses "1,2,3".
 Result<std::vector<int32_t>> ParseIdList(const std::string& text);
+// "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> SplitCommas(const std::string& text);
 
 // Subcommands: each parses its own flags from argv (argv[0] is the subcommand name).
 int RunInit(int argc, char** argv);
