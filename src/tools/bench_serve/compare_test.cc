@@ -6,11 +6,15 @@
 #include <fstream>
 #include <limits>
 
+#include "tools/markdown_test_util.h"
 #include "tools/plot/svg_testing.h"
 #include "util/test_temp_dir.h"
 
 namespace gk::bench {
 namespace {
+
+using gk::testing::Lines;
+using gk::testing::RowOf;
 
 using nlohmann::json;
 using plot::svgtest::Count;
@@ -61,22 +65,6 @@ std::vector<CompareInput> TwoSweeps(json gpu_saturation = nullptr) {
       SweepDoc({SweepPointAt(1024, 2, 380, 110), SweepPointAt(1024, 4, 474, 120), SweepPointAt(1024, "inf", 474, 2000)},
                {Summary(1024, gpu_saturation, 474, 520)});
   return {{"TPU", tpu}, {"GPU", gpu}};
-}
-
-std::vector<std::string> Lines(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t nl; (nl = s.find('\n', start)) != std::string::npos; start = nl + 1)
-    out.push_back(s.substr(start, nl - start));
-  if (start < s.size()) out.push_back(s.substr(start));
-  return out;
-}
-
-// The table row whose metric cell is `metric`, or "" when there is none.
-std::string RowOf(const std::string& md, const std::string& metric) {
-  for (const std::string& l : Lines(md))
-    if (l.rfind("| " + metric + " |", 0) == 0) return l;
-  return "";
 }
 
 TEST(CompareMarkdownTest, PointResultsWinnerAndRatio) {

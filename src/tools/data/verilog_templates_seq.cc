@@ -450,16 +450,16 @@ struct Table {
 
 bool AllReachable(const Table& t) {
   std::vector<bool> seen(size_t(t.k), false);
-  std::vector<int> todo = {0};
+  std::vector<int> frontier = {0};
   seen[0] = true;
-  while (!todo.empty()) {
-    const int s = todo.back();
-    todo.pop_back();
+  while (!frontier.empty()) {
+    const int s = frontier.back();
+    frontier.pop_back();
     for (int x = 0; x < 2; ++x) {
       const int n = t.next[x][size_t(s)];
       if (!seen[size_t(n)]) {
         seen[size_t(n)] = true;
-        todo.push_back(n);
+        frontier.push_back(n);
       }
     }
   }
@@ -471,17 +471,17 @@ bool AllReachable(const Table& t) {
 // Same output sequence for every input sequence from reset: a walk over pairs of states.
 bool SameBehaviour(const Table& a, const Table& b) {
   std::vector<bool> seen(size_t(a.k * b.k), false);
-  std::vector<std::pair<int, int>> todo = {{0, 0}};
+  std::vector<std::pair<int, int>> frontier = {{0, 0}};
   seen[0] = true;
-  while (!todo.empty()) {
-    const auto [s, t] = todo.back();
-    todo.pop_back();
+  while (!frontier.empty()) {
+    const auto [s, t] = frontier.back();
+    frontier.pop_back();
     for (int x = 0; x < 2; ++x) {
       if (a.out[x][size_t(s)] != b.out[x][size_t(t)]) return false;
       const int ns = a.next[x][size_t(s)], nt = b.next[x][size_t(t)];
       if (!seen[size_t(ns * b.k + nt)]) {
         seen[size_t(ns * b.k + nt)] = true;
-        todo.push_back({ns, nt});
+        frontier.push_back({ns, nt});
       }
     }
   }

@@ -5,10 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "tools/markdown_test_util.h"
 #include "tools/plot/svg_testing.h"
 
 namespace gk::eval {
 namespace {
+
+using gk::testing::Lines;
+using gk::testing::RowOf;
 
 using nlohmann::json;
 using nlohmann::ordered_json;
@@ -194,21 +198,6 @@ TEST(EvalPlotsTest, PaperSizedRunStaysReadable) {
 // ---- compare ----
 
 json RoundTrip(const ordered_json& j) { return json::parse(j.dump(2)); }  // as read back from summary.json
-
-std::vector<std::string> Lines(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t nl; (nl = s.find('\n', start)) != std::string::npos; start = nl + 1)
-    out.push_back(s.substr(start, nl - start));
-  if (start < s.size()) out.push_back(s.substr(start));
-  return out;
-}
-
-std::string RowOf(const std::string& md, const std::string& first_cell) {
-  for (const std::string& l : Lines(md))
-    if (l.rfind("| " + first_cell + " |", 0) == 0) return l;
-  return "";
-}
 
 TEST(CompareEvalMarkdownTest, RowsDeltasSettingsAndDifferingProblems) {
   const json a = RoundTrip(SummaryJson(Summarize(ThreeProblems(), {1, 2, 3}),
