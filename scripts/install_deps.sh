@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-      libhwy-dev libopenblas-dev libzstd-dev python3-torch python3-numpy
+      libhwy-dev libopenblas-dev libtomlplusplus-dev libzstd-dev python3-torch python3-numpy
       libcpp-httplib-dev curl pkg-config iverilog)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -53,6 +53,7 @@ int RunBenchClientCheck(int argc, char** argv);
 int RunQuantize(int argc, char** argv);
 int RunServe(int argc, char** argv);
 int RunEval(int argc, char** argv);   // eval verilog / eval compare (cmd_eval.cc)
-int RunData(int argc, char** argv);   // data synth-verilog (cmd_data.cc)
+int RunData(int argc, char** argv);   // data synth-verilog / prepare / stats (cmd_data.cc)
+int RunTrain(int argc, char** argv);  // train (cmd_train.cc)
 
 }  // namespace gk::cli

@@ -20,7 +20,8 @@ const Command kCommands[] = {
     {"bench", "benchmarks: bench model (speed vs the machine's limits), bench serve (like vllm bench serve), bench compare", gk::cli::RunBench},
     {"quantize", "write a quantized copy of a checkpoint (q8_0: int8 weights, a scale per 32)", gk::cli::RunQuantize},
     {"serve", "an OpenAI-compatible HTTP server (continuous batching, paged KV cache)", gk::cli::RunServe},
-    {"data", "data synth-verilog: spec-to-RTL tasks in verilog-eval layout + SFT JSONL, no download", gk::cli::RunData},
+    {"data", "data synth-verilog (spec-to-RTL tasks, no download), data prepare (tokenize SFT rows), data stats", gk::cli::RunData},
+    {"train", "LoRA fine-tuning from a TOML recipe (checkpoints, resume, metrics)", gk::cli::RunTrain},
     {"eval", "eval verilog: verilog-eval with iverilog (sandboxed) and pass@k; eval compare", gk::cli::RunEval},
 };
 

@@ -40,6 +40,7 @@ void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
 
 void Softcap(float* x, int64_t n, float cap) {
   if (UseAvx512()) return SoftcapAvx512(x, n, cap);
+  if (ActiveIsa() == Isa::kAvx2) return SoftcapAvx2(x, n, cap);
   const float inv = 1.f / cap;
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
 }

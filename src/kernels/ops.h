@@ -38,6 +38,7 @@ void ApplyRope(float* v, int64_t H, const float* inv_freq, int64_t pos);
 void RmsNormAvx512(const float* x, const float* w, int64_t n, float eps, float* y);
 void GeluTanhMulAvx512(const float* gate, const float* up, int64_t n, float* out);
 void SoftcapAvx512(float* x, int64_t n, float cap);
+void SoftcapAvx2(float* x, int64_t n, float cap);
 void SoftmaxInPlaceAvx512(float* x, int64_t n);
 float DotAvx512(const float* a, const float* b, int64_t n);
 void AxpyAvx512(float a, const float* x, float* y, int64_t n);

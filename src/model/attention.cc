@@ -9,6 +9,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/decoder_constants.h"
 #include "model/forward_scratch.h"
 #include "model/gemma_model.h"
 #include "model/paged_kv.h"
@@ -113,8 +114,7 @@ DType GemmaModel::TokenSegments(int source, int64_t t, int kv_head, AttentionTas
 void GemmaModel::Attend(int l, int64_t T) {
   const ModelConfig& c = config_;
   const int64_t N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), group = N / K;
-  // Gemma 4 folds the temperature into q_norm (scale 1); Gemma 3 scales by its scalar.
-  const float scale = c.arch == Arch::kGemma3 ? 1.f / std::sqrt(c.query_pre_attn_scalar) : 1.f;
+  const float scale = AttentionScale(c);
   const int source = c.KvSourceLayer(l);  // KV-shared layers read an earlier layer's cache
   if (paged_pool_ != nullptr) BuildPagedSegments(source);
   // The describer captures one pointer, so its std::function needs no heap allocation.

@@ -5,6 +5,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/decoder_constants.h"
 #include "model/forward_scratch.h"
 #include "model/paged_kv.h"
 #include "model/weight_packing.h"
@@ -22,28 +23,6 @@ Result<std::unique_ptr<GemmaModel>> GemmaModel::Load(const std::string& dir, Thr
   return std::make_unique<GemmaModel>(std::move(config), std::move(weights), pool, options.max_chunk);
 }
 
-namespace {
-
-// Inverse frequencies of rotate-half RoPE. Only the first partial·H/2 pairs rotate, and the
-// exponent's denominator is always the full head dim ("proportional" RoPE of full layers).
-std::vector<float> InvFreq(const RopeParams& r, int H) {
-  std::vector<float> f(size_t(H / 2), 0.f);
-  const int rotated = int(r.partial_rotary_factor * float(H) / 2.f);
-  for (int i = 0; i < rotated && i < H / 2; ++i) {
-    f[size_t(i)] = float(1.0 / std::pow(double(r.theta), 2.0 * i / double(H)) / double(r.scaling_factor));
-  }
-  return f;
-}
-
-// sqrt(n) as the weights' dtype holds it (the reference implementations round it).
-float ScaleInDtype(int n, DType dt) {
-  const float s = std::sqrt(float(n));
-  if (dt == DType::kBF16) return RoundToBf16(s);
-  if (dt == DType::kF16) return F16ToF32(F32ToF16(s));
-  return s;
-}
-
-}  // namespace
 
 GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* pool, int max_chunk)
     : config_(std::move(config)), weights_(std::move(weights)), pool_(pool), max_chunk_(std::max(1, max_chunk)),
@@ -54,8 +33,8 @@ GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* poo
   if (c.hidden_size_per_layer_input > 0) {
     ple_embed_scale_ = ScaleInDtype(c.hidden_size_per_layer_input, weights_.checkpoint_dtype);
   }
-  inv_freq_sliding_ = InvFreq(c.rope_sliding, c.head_dim);
-  inv_freq_full_ = InvFreq(c.rope_full, c.global_head_dim);
+  inv_freq_sliding_ = RopeInvFreq(c.rope_sliding, c.head_dim);
+  inv_freq_full_ = RopeInvFreq(c.rope_full, c.global_head_dim);
 
   const size_t T = size_t(max_chunk_), D = size_t(c.hidden_size);
   const size_t Hmax = size_t(std::max(c.head_dim, c.global_head_dim));

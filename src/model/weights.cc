@@ -250,6 +250,7 @@ Result<ModelWeights> LoadWeights(const std::string& dir, const ModelConfig& c, W
     w.checkpoint_dtype = c.torch_dtype == "float32" ? DType::kF32 : c.torch_dtype == "float16" ? DType::kF16 : DType::kBF16;
   }
   w.mmapped = mode == WeightLoadMode::kMmap;
+  w.prefix = prefix;
   if (w.mmapped) {
     // Keep the files (and their mappings) alive as long as the views.
     auto keep = std::make_shared<SafetensorsSet>(std::move(set));

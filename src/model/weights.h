@@ -53,6 +53,7 @@ struct ModelWeights {
   uint64_t matrix_bytes = 0;           // bytes of all matrices (streamed per decoded token)
   DType checkpoint_dtype = DType::kBF16;  // the embedding's dtype on disk (before quantizing)
   bool mmapped = false;
+  std::string prefix = "model.";       // the checkpoint's tensor-name prefix ("model.language_model." ...)
 
   std::shared_ptr<void> storage;       // owns the memory the views point into
 };

@@ -11,7 +11,13 @@ Contents
   * config parsing (``text_config`` if present, else top level; Gemma 4 and Gemma 3 keys);
   * weight loading (model.safetensors or a sharded index; prefixes ``model.language_model.``,
     ``language_model.model.`` or ``model.``; vision / audio towers skipped);
-  * ``GemmaRef.logits(tokens)`` -> (T, V) tensor, vectorised masked-matrix attention;
+  * ``GemmaRef.logits(tokens)`` -> (T, V) tensor, vectorised masked-matrix attention (under
+    ``torch.no_grad``; ``GemmaRef.forward(tokens)`` is the same computation with autograd on:
+    every activation stays a torch tensor, so gradients flow to anything a subclass injects);
+  * ``GemmaRef.linear(name, x)``: every weight-matrix projection of the forward pass
+    (``x @ W.T``) goes through this one hook, named by the stripped weight name (e.g.
+    ``layers.3.self_attn.q_proj.weight``); ``hf_key[name]`` is the tensor's full checkpoint key.
+    train_ref.py overrides it to add LoRA;
   * ``GemmaRef.logits_stepwise(tokens)`` -> (T, V), a second, deliberately different formulation
     (token by token, explicit per-layer KV lists, per-query/per-head attention loops, pair-wise
     RoPE rotation) used only by the self-test to cross-check the first;
@@ -379,6 +385,7 @@ class GemmaRef:
         raw = read_checkpoint_tensors(ckpt_dir)
         self.w = {}
         self.st_dtype = {}
+        self.hf_key = {}          # stripped text-tensor name -> key in the checkpoint
         self.skipped = []
         self.lm_head = None
         for key, (arr, dt) in raw.items():
@@ -397,6 +404,7 @@ class GemmaRef:
                 raise ValueError(f"duplicate text tensor {name}")
             self.w[name] = torch.from_numpy(np.asarray(arr, dtype=np.float64)).to(dtype)
             self.st_dtype[name] = dt
+            self.hf_key[name] = key
         c = self.cfg
         self.weight_dtype = self.st_dtype["embed_tokens.weight"]
         self.embed_scale = self._dtype_round(math.sqrt(c.D))
@@ -416,6 +424,10 @@ class GemmaRef:
         if name not in self.w:
             raise KeyError(f"missing tensor {name}")
         return self.w[name]
+
+    def linear(self, name, x):
+        """x @ W.T for the weight matrix ``name``: the single hook for every projection."""
+        return x @ self.W(name).T
 
     def _check_shapes(self):
         c = self.cfg
@@ -542,11 +554,11 @@ class GemmaRef:
         p = f"layers.{l}.self_attn."
         T = a.shape[0]
         H, K = c.head_dim(l), c.kv_heads(l)
-        raw_k = (a @ self.W(p + "k_proj.weight").T).view(T, K, H)
+        raw_k = self.linear(p + "k_proj.weight", a).view(T, K, H)
         if c.layer_k_eq_v(l) or "v_from_k" in self.knobs:
             raw_v = raw_k
         else:
-            raw_v = (a @ self.W(p + "v_proj.weight").T).view(T, K, H)
+            raw_v = self.linear(p + "v_proj.weight", a).view(T, K, H)
         k = raw_k if "no_qk_norm" in self.knobs else self.norm(raw_k, self.W(p + "k_norm.weight"))
         k = self.apply_rope(k, cos, sin)
         if c.layer_k_eq_v(l) and "v_after_knorm" in self.knobs:
@@ -564,7 +576,10 @@ class GemmaRef:
         g, u, d = self.W(p + "gate_proj.weight"), self.W(p + "up_proj.weight"), self.W(p + "down_proj.weight")
         if "double_wide_truncate" in self.knobs and g.shape[0] != self.cfg.F:
             g, u, d = g[:self.cfg.F], u[:self.cfg.F], d[:, :self.cfg.F]
-        return (self.act(x @ g.T) * (x @ u.T)) @ d.T
+            return (self.act(x @ g.T) * (x @ u.T)) @ d.T
+        return self.linear(p + "down_proj.weight",
+                           self.act(self.linear(p + "gate_proj.weight", x)) *
+                           self.linear(p + "up_proj.weight", x))
 
     def route(self, l, h):
         """Router (spec 1.6 / HF Gemma4TextRouter): returns (top-k weights, top-k indices, probs)."""
@@ -574,7 +589,7 @@ class GemmaRef:
         if "moe_router_no_scale" not in self.knobs:
             r = r * self.W(p + "scale")
         r = r * (c.D ** -0.5)
-        probs = torch.softmax(r @ self.W(p + "proj.weight").T, dim=-1)
+        probs = torch.softmax(self.linear(p + "proj.weight", r), dim=-1)
         topw, topi = torch.topk(probs, c.topk, dim=-1)
         if "moe_no_renorm" not in self.knobs:
             topw = topw / topw.sum(-1, keepdim=True)
@@ -604,7 +619,7 @@ class GemmaRef:
         ok = (tok >= 0) & (tok < c.vocab_ple)
         tok_part[ok] = self.W("embed_tokens_per_layer.weight")[tok[ok]] * self.ple_scale
         tok_part = tok_part.view(T, c.L, c.P)
-        ctx = (x @ self.W("per_layer_model_projection.weight").T) * (c.D ** -0.5)
+        ctx = self.linear("per_layer_model_projection.weight", x) * (c.D ** -0.5)
         ctx = self.norm(ctx.view(T, c.L, c.P), self.W("per_layer_projection_norm.weight"))
         if "ple_no_token" in self.knobs:
             tok_part = torch.zeros_like(tok_part)
@@ -646,6 +661,10 @@ class GemmaRef:
     @torch.no_grad()
     def logits(self, tokens, return_aux=False):
         """(T, V) logits for the whole sequence in one pass (causal masks, no cache)."""
+        return self.forward(tokens, return_aux)
+
+    def forward(self, tokens, return_aux=False):
+        """``logits`` with autograd enabled (differentiable w.r.t. whatever ``linear`` adds)."""
         c = self.cfg
         T = len(tokens)
         x = self.embed(tokens)
@@ -658,7 +677,7 @@ class GemmaRef:
             H, N = c.head_dim(l), c.N
             cos, sin = self.cos_sin(l, T)
             a = self.norm(h, self.W(p + "input_layernorm.weight"))
-            q = (a @ self.W(p + "self_attn.q_proj.weight").T).view(T, N, H)
+            q = self.linear(p + "self_attn.q_proj.weight", a).view(T, N, H)
             if "no_qk_norm" not in self.knobs:
                 q = self.norm(q, self.W(p + "self_attn.q_norm.weight"))
             q = self.apply_rope(q, cos, sin)
@@ -678,7 +697,7 @@ class GemmaRef:
             scores = scores.masked_fill(~self.mask(l, T)[None], float("-inf"))
             prob = torch.softmax(scores, dim=-1)
             o = torch.einsum("nqk,knh->qnh", prob, vh).reshape(T, N * H)
-            o = o @ self.W(p + "self_attn.o_proj.weight").T
+            o = self.linear(p + "self_attn.o_proj.weight", o)
             h = h + self.norm(o, self.W(p + "post_attention_layernorm.weight"))
 
             m_in = self.norm(h, self.W(p + "pre_feedforward_layernorm.weight"))
@@ -697,8 +716,8 @@ class GemmaRef:
                 m = m1 + m2
             h = h + self.norm(m, self.W(p + "post_feedforward_layernorm.weight"))
             if ple is not None:
-                gt = self.act(h @ self.W(p + "per_layer_input_gate.weight").T) * ple[:, l, :]
-                h = h + self.norm(gt @ self.W(p + "per_layer_projection.weight").T,
+                gt = self.act(self.linear(p + "per_layer_input_gate.weight", h)) * ple[:, l, :]
+                h = h + self.norm(self.linear(p + "per_layer_projection.weight", gt),
                                   self.W(p + "post_per_layer_input_norm.weight"))
             if c.family == "gemma4" and "no_layer_scalar" not in self.knobs:
                 h = h * self.W(p + "layer_scalar")

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <thread>
 
@@ -11,6 +10,7 @@
 #include "tools/bench_serve/result_report.h"
 #include "util/atomic_file.h"
 #include "util/clock.h"
+#include "util/host_info.h"
 
 namespace gk::bench {
 
@@ -67,15 +67,7 @@ std::string DateText() {
 }
 
 nlohmann::ordered_json ClientMachine() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line, model;
-  while (std::getline(cpuinfo, line)) {
-    if (line.starts_with("model name")) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  return {{"cpu", model}, {"cores", std::thread::hardware_concurrency()}};
+  return {{"cpu", CpuModelName()}, {"cores", HardwareThreads()}};
 }
 
 Result<Tokenizer> LoadTokenizerFrom(const std::string& path) {

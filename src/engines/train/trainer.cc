@@ -1,0 +1,386 @@
+#include "engines/train/trainer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engines/train/adamw.h"
+#include "engines/train/checkpoint.h"
+#include "engines/train/data_order.h"
+#include "engines/train/lr_schedule.h"
+#include "formats/token_dataset.h"
+#include "kernels/train_ops.h"
+#include "model/config.h"
+#include "model/train/lora.h"
+#include "model/train/training_model.h"
+#include "model/weights.h"
+#include "util/atomic_file.h"
+#include "util/host_info.h"
+
+namespace gk::train {
+
+nlohmann::json StepLog::ToJson() const {
+  return {{"step", step},
+          {"epoch", epoch},
+          {"loss", loss},
+          {"learning_rate", learning_rate},
+          {"grad_norm", grad_norm},
+          {"accuracy", accuracy},
+          {"tokens", tokens},
+          {"target_tokens", target_tokens},
+          {"tokens_per_s", tokens_per_s},
+          {"elapsed_s", elapsed_s}};
+}
+
+struct Trainer::State {
+  TrainRecipe recipe;
+  std::string dataset_dir;
+  TokenDataset dataset;
+  ModelConfig config;
+  std::unique_ptr<LoraAdapter> adapter;
+  std::unique_ptr<TrainingModel> model;
+  std::unique_ptr<AdamW> optimizer;
+  WarmupCosineDecay schedule;
+  std::unique_ptr<DataOrder> order;
+  ThreadPool* pool = nullptr;
+  int64_t start_step = 0, total_steps = 0, last_saved = -1;
+  double elapsed_before = 0;  // seconds of earlier runs of a resumed training
+  bool stopped = false;
+  int64_t peak_activation_bytes = 0;
+  nlohmann::json summary;
+  std::string resumed_from;
+};
+
+Trainer::Trainer(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Trainer::~Trainer() = default;
+bool Trainer::stopped() const { return s_->stopped; }
+int64_t Trainer::start_step() const { return s_->start_step; }
+int64_t Trainer::total_steps() const { return s_->total_steps; }
+const nlohmann::json& Trainer::summary() const { return s_->summary; }
+
+namespace {
+
+// The recipe keys that change what a step computes: a checkpoint may only be resumed under the
+// same ones (out, checkpointing and logging may differ).
+nlohmann::json Fingerprint(const TrainRecipe& r) {
+  nlohmann::json j = r.ToJson();
+  j.erase("out");
+  j.erase("checkpoint");
+  j.erase("log");
+  j.erase("memory");  // remat changes memory, not results
+  return j;
+}
+
+std::string MetricsPath(const TrainRecipe& r) { return r.out + "/metrics.jsonl"; }
+
+// Keeps the metrics lines of steps <= step (those after it belong to progress a kill lost).
+Status TruncateMetrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return Status::Ok();
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step) {
+      kept += line + "\n";
+    }
+  }
+  return WriteFileAtomic(path, kept);
+}
+
+Status AppendLine(const std::string& path, const std::string& line) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Error(StrCat(path, ": cannot open for appending"));
+  const std::string text = line + "\n";
+  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  return ok ? Status::Ok() : Status::Error(StrCat(path, ": write failed"));
+}
+
+int64_t Targets(const TokenRow& r) {
+  int64_t n = 0;
+  for (size_t i = 1; i < r.loss_mask.size(); ++i) n += r.loss_mask[i] ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, const std::string& dataset_dir,
+                                                 ThreadPool* pool, bool resume) {
+  GK_RETURN_IF_ERROR(ValidateRecipe(recipe));
+  if (recipe.full_finetune) {
+    return Status::Error("lora.full_finetune: full fine-tuning is not implemented yet; train a LoRA adapter");
+  }
+  auto s = std::make_unique<State>();
+  s->recipe = recipe;
+  s->pool = pool;
+  s->dataset_dir = dataset_dir;
+  GK_ASSIGN_OR_RETURN(s->dataset, TokenDataset::Open(dataset_dir));
+  const int64_t per_step = recipe.micro_batch * recipe.grad_accum;
+  if (s->dataset.rows() < per_step) {
+    return Status::Error(StrCat(dataset_dir, ": ", s->dataset.rows(), " rows, fewer than one step's ", per_step,
+                                " (micro_batch × grad_accum)"));
+  }
+  GK_ASSIGN_OR_RETURN(s->config, LoadModelConfig(recipe.model));
+  GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(recipe.model, s->config, WeightLoadMode::kMmap));
+  LoraOptions lo;
+  lo.rank = recipe.rank;
+  lo.alpha = recipe.alpha;
+  lo.use_rslora = recipe.use_rslora;
+  lo.dropout = recipe.dropout;
+  lo.target_regex = recipe.target_modules;
+  GK_ASSIGN_OR_RETURN(LoraAdapter adapter, LoraAdapter::Create(s->config, weights.prefix, lo));
+  s->adapter = std::make_unique<LoraAdapter>(std::move(adapter));
+  s->adapter->InitPeft(recipe.seed);
+  if (!recipe.init_adapter.empty()) {
+    GK_ASSIGN_OR_RETURN(LoraAdapter init, LoraAdapter::LoadPeft(recipe.init_adapter, s->config, weights.prefix));
+    if (init.rank() != recipe.rank || init.scaling() != s->adapter->scaling() ||
+        init.modules().size() != s->adapter->modules().size()) {
+      return Status::Error(StrCat("lora.init_adapter ", recipe.init_adapter, ": rank ", init.rank(), ", scaling ",
+                                  init.scaling(), " and ", init.modules().size(), " modules; the recipe wants rank ",
+                                  recipe.rank, ", scaling ", s->adapter->scaling(), " and ",
+                                  s->adapter->modules().size(), " modules"));
+    }
+    for (LoraModule& m : s->adapter->modules()) {
+      const LoraModule* src = init.Find(m.layer, m.target);
+      if (!src) return Status::Error(StrCat("lora.init_adapter ", recipe.init_adapter, ": has no factors for ", m.name));
+      m.a = src->a;
+      m.b = src->b;
+    }
+  }
+
+  int64_t longest = 0;
+  for (int64_t i = 0; i < s->dataset.rows(); ++i) longest = std::max(longest, s->dataset.RowLength(i));
+  TrainingModelOptions to;
+  to.remat = recipe.remat;
+  to.max_tokens = std::max<int64_t>(2, longest * recipe.micro_batch);
+  GK_ASSIGN_OR_RETURN(s->model, TrainingModel::Create(s->config, std::move(weights), s->adapter.get(), pool, to));
+
+  std::vector<int64_t> sizes;
+  for (const LoraModule& m : s->adapter->modules()) {
+    sizes.push_back(int64_t(m.a.size()));
+    sizes.push_back(int64_t(m.b.size()));
+  }
+  AdamWOptions ao;
+  ao.beta1 = recipe.beta1;
+  ao.beta2 = recipe.beta2;
+  ao.eps = recipe.eps;
+  ao.weight_decay = recipe.weight_decay;
+  s->optimizer = std::make_unique<AdamW>(ao, sizes);
+  s->order = std::make_unique<DataOrder>(s->dataset.rows(), per_step, recipe.seed, recipe.shuffle);
+  s->total_steps = recipe.max_steps > 0 ? recipe.max_steps : recipe.epochs * s->order->steps_per_epoch();
+  s->schedule = WarmupCosineDecay{0.0, recipe.learning_rate, recipe.warmup_steps, s->total_steps,
+                                  recipe.end_learning_rate, 1.0};
+
+  std::error_code ec;
+  std::filesystem::create_directories(recipe.out, ec);
+  if (ec) return Status::Error(StrCat(recipe.out, ": cannot create the run directory: ", ec.message()));
+  GK_ASSIGN_OR_RETURN(std::optional<std::string> latest, FindLatestCheckpoint(recipe.out));
+  if (latest && !resume) {
+    return Status::Error(StrCat(recipe.out, " already has checkpoints (newest ", *latest,
+                                "); pass --resume to continue it, or choose another out"));
+  }
+  if (latest) {
+    GK_ASSIGN_OR_RETURN(CheckpointContents ck, LoadCheckpoint(*latest));
+    const nlohmann::json& st = ck.trainer_state;
+    if (st.value("fingerprint", nlohmann::json()) != Fingerprint(recipe)) {
+      return Status::Error(StrCat(*latest, ": was trained with a different recipe (model, data, seed, lora, optim "
+                                           "or batch keys differ); resume with the same recipe"));
+    }
+    std::map<std::string, const NamedTensor*> by_name;
+    for (const NamedTensor& t : ck.adapter) by_name[t.name] = &t;
+    for (const NamedTensor& t : ck.optimizer) by_name[t.name] = &t;
+    size_t i = 0;
+    for (LoraModule& m : s->adapter->modules()) {
+      for (int which = 0; which < 2; ++which, ++i) {
+        const std::string key = which ? LoraAdapter::KeyB(m) : LoraAdapter::KeyA(m);
+        std::vector<float>& p = which ? m.b : m.a;
+        for (const auto& [name, dst] : {std::pair{key, &p}, std::pair{key + ".exp_avg", &s->optimizer->m()[i]},
+                                        std::pair{key + ".exp_avg_sq", &s->optimizer->v()[i]}}) {
+          auto it = by_name.find(name);
+          if (it == by_name.end() || it->second->data.size() != dst->size()) {
+            return Status::Error(StrCat(*latest, ": tensor ", name, " is missing or has the wrong size"));
+          }
+          *dst = it->second->data;
+        }
+      }
+    }
+    s->start_step = st.value("step", int64_t(0));
+    s->optimizer->set_step(st.value("optimizer_step", s->start_step));
+    s->elapsed_before = st.value("elapsed_s", 0.0);
+    s->last_saved = s->start_step;
+    s->resumed_from = *latest;
+    GK_RETURN_IF_ERROR(TruncateMetrics(MetricsPath(recipe), s->start_step));
+  } else {
+    std::filesystem::remove(MetricsPath(recipe), ec);
+  }
+  return std::unique_ptr<Trainer>(new Trainer(std::move(s)));
+}
+
+namespace {
+
+Status SaveState(Trainer::State& s, int64_t step, double elapsed) {
+  CheckpointContents c;
+  c.adapter_config = s.adapter->PeftConfigJson(s.recipe.model);
+  size_t i = 0;
+  for (const LoraModule& m : s.adapter->modules()) {
+    for (int which = 0; which < 2; ++which, ++i) {
+      const std::string key = which ? LoraAdapter::KeyB(m) : LoraAdapter::KeyA(m);
+      const std::vector<int64_t> shape =
+          which ? std::vector<int64_t>{m.out, s.adapter->rank()} : std::vector<int64_t>{s.adapter->rank(), m.in};
+      c.adapter.push_back({key, shape, which ? m.b : m.a});
+      c.optimizer.push_back({key + ".exp_avg", shape, s.optimizer->m()[i]});
+      c.optimizer.push_back({key + ".exp_avg_sq", shape, s.optimizer->v()[i]});
+    }
+  }
+  c.trainer_state = {{"step", step},
+                     {"optimizer_step", s.optimizer->step()},
+                     {"total_steps", s.total_steps},
+                     {"epoch", s.order->EpochOf(std::max<int64_t>(0, step))},
+                     {"data_position", {{"epoch", step / s.order->steps_per_epoch()},
+                                        {"step_in_epoch", step % s.order->steps_per_epoch()},
+                                        {"rows_per_step", s.recipe.micro_batch * s.recipe.grad_accum}}},
+                     {"rng", {{"seed", s.recipe.seed}, {"dropout", "counter-based: MixKey(seed, micro-batch index)"}}},
+                     {"elapsed_s", elapsed},
+                     {"fingerprint", Fingerprint(s.recipe)}};
+  GK_RETURN_IF_ERROR(SaveCheckpoint(s.recipe.out, c, s.recipe.keep_last));
+  s.last_saved = step;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(const StepLog&)>& on_step) {
+  State& s = *s_;
+  const TrainRecipe& r = s.recipe;
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  auto elapsed = [&] { return s.elapsed_before + std::chrono::duration<double>(Clock::now() - t_start).count(); };
+  auto stop_requested = [&] { return stop && stop->load(std::memory_order_relaxed); };
+  int64_t run_tokens = 0, run_targets = 0, steps_done = 0;
+  double last_loss = 0;
+  const int32_t pad = int32_t(s.config.pad_token_id);
+
+  int64_t step = s.start_step;
+  for (; step < s.total_steps; ++step) {
+    if (stop_requested()) break;
+    const auto t0 = Clock::now();
+    const std::vector<int64_t> ids = s.order->StepRows(step);
+    std::vector<TokenRow> rows;
+    int64_t targets = 0;
+    for (int64_t id : ids) {
+      rows.push_back(s.dataset.Row(id));
+      targets += Targets(rows.back());
+    }
+    for (LoraModule& m : s.adapter->modules()) {
+      std::fill(m.grad_a.begin(), m.grad_a.end(), 0.f);
+      std::fill(m.grad_b.begin(), m.grad_b.end(), 0.f);
+    }
+    const float loss_scale = 1.f / float(std::max<int64_t>(1, targets));
+    MicroBatchStats stats;
+    bool abandoned = false;
+    for (int64_t j = 0; j < r.grad_accum; ++j) {
+      if (stop_requested()) {
+        abandoned = true;
+        break;
+      }
+      std::vector<TokenRow> micro(rows.begin() + j * r.micro_batch, rows.begin() + (j + 1) * r.micro_batch);
+      if (r.batching == "padded") {  // pad to the longest row: the cost padding-free batching avoids
+        size_t longest = 0;
+        for (const TokenRow& x : micro) longest = std::max(longest, x.tokens.size());
+        for (TokenRow& x : micro) {
+          x.tokens.resize(longest, pad);
+          x.loss_mask.resize(longest, 0);
+        }
+      }
+      std::vector<TrainRowView> views;
+      for (const TokenRow& x : micro) views.push_back({x.tokens, x.loss_mask});
+      const uint64_t key = MixKey(r.seed, uint64_t(step * r.grad_accum + j));
+      GK_RETURN_IF_ERROR(s.model->ForwardBackward(views, loss_scale, key, &stats));
+      s.peak_activation_bytes = std::max(s.peak_activation_bytes, s.model->activation_bytes());
+    }
+    if (abandoned) break;
+
+    std::vector<std::span<float>> grads;
+    std::vector<ParamRef> params;
+    for (LoraModule& m : s.adapter->modules()) {
+      grads.emplace_back(m.grad_a);
+      grads.emplace_back(m.grad_b);
+      params.push_back({m.a.data(), m.grad_a.data(), int64_t(m.a.size())});
+      params.push_back({m.b.data(), m.grad_b.data(), int64_t(m.b.size())});
+    }
+    std::vector<std::span<const float>> cgrads(grads.begin(), grads.end());
+    const double norm = GlobalGradNorm(cgrads);
+    if (r.max_grad_norm > 0) ClipByGlobalNorm(grads, norm, r.max_grad_norm);
+    const double lr = s.schedule(step);
+    s.optimizer->Step(params, lr);
+
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    StepLog log;
+    log.step = step + 1;
+    log.total_steps = s.total_steps;
+    log.epoch = s.order->EpochOf(step);
+    log.loss = stats.loss_sum / double(std::max<int64_t>(1, stats.targets));
+    log.learning_rate = lr;
+    log.grad_norm = norm;
+    log.accuracy = double(stats.correct) / double(std::max<int64_t>(1, stats.targets));
+    log.tokens = stats.tokens;
+    log.target_tokens = stats.targets;
+    log.tokens_per_s = double(stats.tokens) / std::max(dt, 1e-9);
+    log.elapsed_s = elapsed();
+    last_loss = log.loss;
+    run_tokens += stats.tokens;
+    run_targets += stats.targets;
+    ++steps_done;
+    GK_RETURN_IF_ERROR(AppendLine(MetricsPath(r), log.ToJson().dump()));
+    if (on_step) on_step(log);
+    if (r.save_every > 0 && (step + 1) % r.save_every == 0) GK_RETURN_IF_ERROR(SaveState(s, step + 1, elapsed()));
+  }
+  s.stopped = step < s.total_steps;
+  if (s.last_saved != step) GK_RETURN_IF_ERROR(SaveState(s, step, elapsed()));
+  if (!s.stopped) GK_RETURN_IF_ERROR(s.adapter->SavePeft(r.out + "/adapter", r.model));
+
+  const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
+  int64_t total_params = s.config.ParameterCount();
+  s.summary = {
+      {"config", r.ToJson()},
+      {"dataset", {{"dir", s.dataset_dir},
+                   {"rows", s.dataset.rows()},
+                   {"tokens", s.dataset.total_tokens()},
+                   {"loss_tokens", s.dataset.total_loss_tokens()},
+                   {"meta", s.dataset.meta()}}},
+      {"model", {{"dir", r.model}, {"architecture", s.config.arch == Arch::kGemma4 ? "gemma4" : "gemma3"},
+                 {"layers", s.config.num_layers}, {"hidden_size", s.config.hidden_size}}},
+      {"parameters", {{"total", total_params},
+                      {"trainable", s.adapter->ParameterCount()},
+                      {"trainable_fraction", double(s.adapter->ParameterCount()) / double(std::max<int64_t>(1, total_params))},
+                      {"lora_modules", s.adapter->modules().size()}}},
+      {"hardware", {{"cpu", CpuModelName()},
+                    {"threads", s.pool->size()},
+                    {"hardware_threads", HardwareThreads()},
+                    {"memory_bytes", TotalMemoryBytes()},
+                    {"accelerator", nullptr}}},
+      {"steps", {{"total", s.total_steps}, {"start", s.start_step}, {"done", step},
+                 {"steps_per_epoch", s.order->steps_per_epoch()}}},
+      {"stopped_early", s.stopped},
+      {"resumed_from", s.resumed_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.resumed_from)},
+      {"wall_time_s", wall},
+      {"elapsed_s_all_runs", elapsed()},
+      {"tokens", run_tokens},
+      {"target_tokens", run_targets},
+      {"tokens_per_s", double(run_tokens) / std::max(wall, 1e-9)},
+      {"steps_per_s", double(steps_done) / std::max(wall, 1e-9)},
+      {"final_loss", steps_done > 0 ? nlohmann::json(last_loss) : nlohmann::json(nullptr)},
+      {"memory", {{"remat", r.remat},
+                  {"activation_bytes", s.peak_activation_bytes},
+                  {"peak_rss_bytes", PeakRssBytes()}}},
+      {"adapter", s.stopped ? nlohmann::json(nullptr) : nlohmann::json(r.out + "/adapter")},
+  };
+  return WriteFileAtomic(r.out + "/training_run.json", s.summary.dump(2) + "\n");
+}
+
+}  // namespace gk::train

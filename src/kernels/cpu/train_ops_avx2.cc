@@ -1,0 +1,53 @@
+// AVX2 versions of the loss head's row kernels and of Softcap (kernels/train_ops.h, ops.h).
+#include <cmath>
+
+#include "kernels/cpu/vec_math_avx2.h"
+#include "kernels/ops.h"
+#include "kernels/train_ops.h"
+
+namespace gk {
+
+GK_AVX2 void SoftcapAvx2(float* x, int64_t n, float cap) {
+  const __m256 c = _mm256_set1_ps(cap), inv = _mm256_set1_ps(1.f / cap);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(c, avx2::Tanh(_mm256_mul_ps(_mm256_loadu_ps(x + i), inv))));
+  }
+  for (; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+GK_AVX2 double SumExpMinusAvx2(const float* z, int64_t n, float m) {
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_add_ps(acc0, avx2::Exp(_mm256_sub_ps(_mm256_loadu_ps(z + i), mv)));
+    acc1 = _mm256_add_ps(acc1, avx2::Exp(_mm256_sub_ps(_mm256_loadu_ps(z + i + 8), mv)));
+  }
+  double s = double(avx2::HorizontalSum(_mm256_add_ps(acc0, acc1)));
+  for (; i < n; ++i) s += std::exp(double(z[i] - m));
+  return s;
+}
+
+GK_AVX2 void CrossEntropyGradRowAvx2(float* z, int64_t n, float lse, int64_t target, float cap, float scale) {
+  const float zt = target >= 0 && target < n ? z[target] : 0.f;
+  const __m256 l = _mm256_set1_ps(lse), sc = _mm256_set1_ps(scale), one = _mm256_set1_ps(1.f);
+  const __m256 inv = _mm256_set1_ps(cap > 0.f ? 1.f / cap : 0.f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(z + i);
+    const __m256 th = _mm256_mul_ps(v, inv);
+    const __m256 d = _mm256_fnmadd_ps(th, th, one);  // 1 − tanh² of the pre-cap logit (1 without a cap)
+    _mm256_storeu_ps(z + i, _mm256_mul_ps(_mm256_mul_ps(avx2::Exp(_mm256_sub_ps(v, l)), d), sc));
+  }
+  for (; i < n; ++i) {
+    const float th = cap > 0.f ? z[i] / cap : 0.f;
+    z[i] = std::exp(z[i] - lse) * (1.f - th * th) * scale;
+  }
+  if (target >= 0 && target < n) {
+    const float th = cap > 0.f ? zt / cap : 0.f;
+    z[target] -= (1.f - th * th) * scale;
+  }
+}
+
+}  // namespace gk

@@ -1,0 +1,32 @@
+// Float32 matrix products for the trainer, through OpenBLAS's sgemm (0.85 of this machine's
+// FMA peak against 0.44 for our own prefill kernels, docs/PERF.md), and products against
+// frozen weight matrices in their storage dtype: bf16/f16/Q8_0 matrices are widened to f32 a
+// panel of rows at a time into scratch, so the weights stay in their checkpoint dtype in
+// memory and the widening (O(rows·cols)) is amortised over the T rows of activations.
+//
+// OpenBLAS threads each call itself; call these from one thread (the trainer's), not from
+// inside ThreadPool loops.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/matrix.h"
+#include "tensor/thread_pool.h"
+
+namespace gk {
+
+// C (M×N) = alpha·op(A)·op(B) + beta·C, row-major; op(A) is M×K, op(B) is K×N.
+void Sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// y (T×w.rows, row stride w.rows) = x (T×w.cols)·Wᵀ, or y += when accumulate.
+void WeightMatMul(const MatrixView& w, const float* x, int64_t T, float* y, bool accumulate, ThreadPool& pool);
+
+// dx (T×w.cols) = dy (T×w.rows)·W, or dx += when accumulate: the input gradient of
+// WeightMatMul.
+void WeightMatMulT(const MatrixView& w, const float* dy, int64_t T, float* dx, bool accumulate, ThreadPool& pool);
+
+// Sets OpenBLAS's thread count (its own pool, separate from ours).
+void SetGemmThreads(int threads);
+
+}  // namespace gk

@@ -1,0 +1,190 @@
+// One decoder layer of TrainingModel: forward (keeping what the backward pass reads) and
+// backward, and the LoRA-carrying projections y = x·Wᵀ + s·(drop(x)·Aᵀ)·Bᵀ.
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+#include "kernels/train_ops.h"
+#include "model/train/training_buffers.h"
+#include "model/train/training_model.h"
+
+namespace gk {
+
+// drop(x) for the LoRA of (layer, target): x itself without dropout, else x·keep/(1−p) into
+// buf, the keep mask drawn from (dropout key, layer, target, element) so that the backward
+// pass (and a remat recompute) draws the same mask.
+const float* TrainingModel::DropoutInput(int l, LoraTarget t, const float* x, int64_t in, float* buf) const {
+  if (!dropout_on_) return x;
+  const float p = float(adapter_->options().dropout), keep_scale = 1.f / (1.f - p);
+  const uint64_t key = MixKey(MixKey(dropout_key_, uint64_t(l)), uint64_t(t));
+  pool_->ParallelFor(T_ * in, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) buf[i] = CounterUniform(key, uint64_t(i)) >= p ? x[i] * keep_scale : 0.f;
+  });
+  return buf;
+}
+
+void TrainingModel::Linear(int l, LoraTarget t, const MatrixView& w, const float* x, float* y, float* u, bool dropout) {
+  WeightMatMul(w, x, T_, y, false, *pool_);
+  const LoraModule* m = adapter_ ? adapter_->Find(l, t) : nullptr;
+  if (!m) return;
+  const int64_t r = adapter_->rank();
+  const float* xd = dropout ? DropoutInput(l, t, x, m->in, s_->drop.data()) : x;
+  Sgemm(false, true, T_, r, m->in, 1.f, xd, m->in, m->a.data(), m->in, 0.f, u, r);
+  Sgemm(false, true, T_, m->out, r, adapter_->scaling(), u, r, m->b.data(), r, 1.f, y, m->out);
+}
+
+void TrainingModel::LinearBackward(int l, LoraTarget t, const MatrixView& w, const float* x, const float* u,
+                                   const float* dy, float* dx, bool accumulate) {
+  WeightMatMulT(w, dy, T_, dx, accumulate, *pool_);
+  LoraModule* m = adapter_ ? adapter_->Find(l, t) : nullptr;
+  if (!m) return;
+  const int64_t r = adapter_->rank(), in = m->in, out = m->out;
+  const float s = adapter_->scaling();
+  float* du = s_->du.data();
+  Sgemm(true, false, out, r, T_, s, dy, out, u, r, 1.f, m->grad_b.data(), r);    // dB += s·dyᵀ·u
+  Sgemm(false, false, T_, r, out, s, dy, out, m->b.data(), r, 0.f, du, r);        // du = s·dy·B
+  const float* xd = DropoutInput(l, t, x, in, s_->drop.data());
+  Sgemm(true, false, r, in, T_, 1.f, du, r, xd, in, 1.f, m->grad_a.data(), in);  // dA += duᵀ·drop(x)
+  if (!dropout_on_) {
+    Sgemm(false, false, T_, in, r, 1.f, du, r, m->a.data(), in, 1.f, dx, in);    // dx += du·A
+    return;
+  }
+  float* g = s_->lora_dx.data();
+  Sgemm(false, false, T_, in, r, 1.f, du, r, m->a.data(), in, 0.f, g, in);
+  // Through the mask: xd is zero exactly where the element was dropped (or x was zero, where
+  // the mask must be redrawn to tell).
+  const float p = float(adapter_->options().dropout), keep_scale = 1.f / (1.f - p);
+  const uint64_t key = MixKey(MixKey(dropout_key_, uint64_t(l)), uint64_t(t));
+  pool_->ParallelFor(T_ * in, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      if (CounterUniform(key, uint64_t(i)) >= p) dx[i] += g[i] * keep_scale;
+    }
+  });
+}
+
+void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* x_out, bool dropout) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = weights_.layers[size_t(l)];
+  const int64_t T = T_, D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l);
+  const int64_t F = c.MlpWidth(l);
+  const float eps = c.rms_norm_eps;
+  const float* inv_freq = c.IsFull(l) ? inv_freq_full_.data() : inv_freq_sliding_.data();
+  RmsNormRows(x_in, lw.input_norm.data(), T, D, eps, a.xn.data());
+  Linear(l, LoraTarget::kQ, lw.q, a.xn.data(), a.q_raw.data(), a.u[int(LoraTarget::kQ)].data(), dropout);
+  Linear(l, LoraTarget::kK, lw.k, a.xn.data(), a.k_raw.data(), a.u[int(LoraTarget::kK)].data(), dropout);
+  if (c.KEqV(l)) {  // V is the raw K projection (LoRA included), before k_norm and RoPE
+    std::memcpy(a.v_raw.data(), a.k_raw.data(), sizeof(float) * size_t(T * K * H));
+  } else {
+    Linear(l, LoraTarget::kV, lw.v, a.xn.data(), a.v_raw.data(), a.u[int(LoraTarget::kV)].data(), dropout);
+  }
+  const bool v_norm = c.arch == Arch::kGemma4;
+  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      for (int64_t n = 0; n < N; ++n) {
+        float* q = a.q.data() + (t * N + n) * H;
+        RmsNorm(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, q);
+        ApplyRope(q, H, inv_freq, pos_[size_t(t)]);
+      }
+      for (int64_t h = 0; h < K; ++h) {
+        const int64_t o = (t * K + h) * H;
+        RmsNorm(a.k_raw.data() + o, lw.k_norm.data(), H, eps, a.k.data() + o);
+        ApplyRope(a.k.data() + o, H, inv_freq, pos_[size_t(t)]);
+        if (v_norm) RmsNorm(a.v_raw.data() + o, nullptr, H, eps, a.v.data() + o);
+        else std::memcpy(a.v.data() + o, a.v_raw.data() + o, sizeof(float) * size_t(H));
+      }
+    }
+  });
+  AttentionForward(l, a);
+  Linear(l, LoraTarget::kO, lw.o, a.att.data(), a.o.data(), a.u[int(LoraTarget::kO)].data(), dropout);
+  float* tmp = s_->dd.data();
+  RmsNormRows(a.o.data(), lw.post_attn_norm.data(), T, D, eps, tmp);
+  for (int64_t i = 0; i < T * D; ++i) a.x1[size_t(i)] = x_in[i] + tmp[i];
+  RmsNormRows(a.x1.data(), lw.pre_ffw_norm.data(), T, D, eps, a.xn2.data());
+  Linear(l, LoraTarget::kGate, lw.gate, a.xn2.data(), a.g.data(), a.u[int(LoraTarget::kGate)].data(), dropout);
+  Linear(l, LoraTarget::kUp, lw.up, a.xn2.data(), a.up.data(), a.u[int(LoraTarget::kUp)].data(), dropout);
+  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    GeluTanhMul(a.g.data() + b * F, a.up.data() + b * F, (e - b) * F, a.act.data() + b * F);
+  });
+  Linear(l, LoraTarget::kDown, lw.down, a.act.data(), a.m.data(), a.u[int(LoraTarget::kDown)].data(), dropout);
+  RmsNormRows(a.m.data(), lw.post_ffw_norm.data(), T, D, eps, tmp);
+  const float ls = lw.layer_scalar;
+  for (int64_t i = 0; i < T * D; ++i) x_out[i] = (a.x1[size_t(i)] + tmp[i]) * ls;
+}
+
+// dx: the gradient of the layer's output on entry, of its input on return.
+void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = weights_.layers[size_t(l)];
+  const int64_t T = T_, D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l);
+  const int64_t F = c.MlpWidth(l);
+  const float eps = c.rms_norm_eps;
+  const float* inv_freq = c.IsFull(l) ? inv_freq_full_.data() : inv_freq_sliding_.data();
+  const float* x_in = s_->layer_inputs[size_t(l)].data();
+  Scratch& s = *s_;
+  auto rows = [&](const std::function<void(int64_t)>& fn) {
+    pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) fn(t);
+    });
+  };
+
+  // x_out = (x1 + RmsNorm(m)) · layer_scalar
+  Scale(dx, T * D, lw.layer_scalar);
+  rows([&](int64_t t) {
+    RmsNormBackward(a.m.data() + t * D, lw.post_ffw_norm.data(), D, eps, dx + t * D, s.dd.data() + t * D, false);
+  });
+  // m = down(gelu(g)·up)
+  LinearBackward(l, LoraTarget::kDown, lw.down, a.act.data(), a.u[int(LoraTarget::kDown)].data(), s.dd.data(),
+                 s.df1.data(), false);
+  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    GeluTanhMulBackward(a.g.data() + b * F, a.up.data() + b * F, s.df1.data() + b * F, (e - b) * F,
+                        s.df2.data() + b * F, s.df3.data() + b * F);
+  });
+  LinearBackward(l, LoraTarget::kGate, lw.gate, a.xn2.data(), a.u[int(LoraTarget::kGate)].data(), s.df2.data(),
+                 s.dxn.data(), false);
+  LinearBackward(l, LoraTarget::kUp, lw.up, a.xn2.data(), a.u[int(LoraTarget::kUp)].data(), s.df3.data(),
+                 s.dxn.data(), true);
+  // x1 gets the residual gradient plus the pre-feed-forward norm's.
+  rows([&](int64_t t) {
+    RmsNormBackward(a.x1.data() + t * D, lw.pre_ffw_norm.data(), D, eps, s.dxn.data() + t * D, dx + t * D, true);
+  });
+  // x1 = x_in + RmsNorm(o)
+  rows([&](int64_t t) {
+    RmsNormBackward(a.o.data() + t * D, lw.post_attn_norm.data(), D, eps, dx + t * D, s.dd.data() + t * D, false);
+  });
+  LinearBackward(l, LoraTarget::kO, lw.o, a.att.data(), a.u[int(LoraTarget::kO)].data(), s.dd.data(),
+                 s.datt.data(), false);
+  AttentionBackward(l, a, s.datt.data(), s.dq.data(), s.dk.data(), s.dv.data());
+  // Undo RoPE (the inverse rotation) and the q/k/v norms.
+  const bool v_norm = c.arch == Arch::kGemma4;
+  rows([&](int64_t t) {
+    for (int64_t n = 0; n < N; ++n) {
+      float* g = s.dq.data() + (t * N + n) * H;
+      ApplyRope(g, H, inv_freq, -pos_[size_t(t)]);
+      RmsNormBackward(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, g, g, false);
+    }
+    for (int64_t h = 0; h < K; ++h) {
+      const int64_t o = (t * K + h) * H;
+      float* gk = s.dk.data() + o;
+      ApplyRope(gk, H, inv_freq, -pos_[size_t(t)]);
+      RmsNormBackward(a.k_raw.data() + o, lw.k_norm.data(), H, eps, gk, gk, false);
+      float* gv = s.dv.data() + o;
+      if (v_norm) RmsNormBackward(a.v_raw.data() + o, nullptr, H, eps, gv, gv, false);
+      if (c.KEqV(l)) Add(gv, gk, H);  // V was the raw K projection
+    }
+  });
+  LinearBackward(l, LoraTarget::kQ, lw.q, a.xn.data(), a.u[int(LoraTarget::kQ)].data(), s.dq.data(), s.dxn.data(),
+                 false);
+  LinearBackward(l, LoraTarget::kK, lw.k, a.xn.data(), a.u[int(LoraTarget::kK)].data(), s.dk.data(), s.dxn.data(),
+                 true);
+  if (!c.KEqV(l)) {
+    LinearBackward(l, LoraTarget::kV, lw.v, a.xn.data(), a.u[int(LoraTarget::kV)].data(), s.dv.data(),
+                   s.dxn.data(), true);
+  }
+  rows([&](int64_t t) {
+    RmsNormBackward(x_in + t * D, lw.input_norm.data(), D, eps, s.dxn.data() + t * D, dx + t * D, true);
+  });
+}
+
+}  // namespace gk

@@ -1,0 +1,270 @@
+#include "model/train/training_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+#include "kernels/train_ops.h"
+#include "model/decoder_constants.h"
+#include "model/train/training_buffers.h"
+
+namespace gk {
+
+Result<std::unique_ptr<TrainingModel>> TrainingModel::Create(const ModelConfig& c, ModelWeights weights,
+                                                             LoraAdapter* adapter, ThreadPool* pool,
+                                                             TrainingModelOptions options) {
+  if (c.hidden_size_per_layer_input > 0) {
+    return Status::Error("training: per-layer embeddings (Gemma 4 E2B/E4B) are not supported yet");
+  }
+  if (c.num_kv_shared_layers > 0) return Status::Error("training: KV-shared layers are not supported yet");
+  if (c.enable_moe_block) return Status::Error("training: mixture-of-experts layers are not supported yet");
+  bool packed = false, quantized = false;
+  ForEachMatrix(weights, [&](const MatrixView& m) {
+    packed |= m.packed;
+    quantized |= m.dtype == DType::kQ8_0;
+  });
+  if (packed) return Status::Error("training: load the base weights unpacked (ModelLoadOptions::pack = false)");
+  if (quantized) return Status::Error("training: quantized base weights are not supported (train on bf16 or f32)");
+  if (options.max_tokens < 2) return Status::Error("training: max_tokens must be at least 2");
+  if (adapter) {
+    for (LoraModule& m : adapter->modules()) {
+      m.grad_a.assign(m.a.size(), 0.f);
+      m.grad_b.assign(m.b.size(), 0.f);
+    }
+  }
+  return std::unique_ptr<TrainingModel>(new TrainingModel(c, std::move(weights), adapter, pool, options));
+}
+
+TrainingModel::TrainingModel(const ModelConfig& c, ModelWeights weights, LoraAdapter* adapter, ThreadPool* pool,
+                             TrainingModelOptions options)
+    : config_(c), weights_(std::move(weights)), adapter_(adapter), pool_(pool), options_(options),
+      s_(std::make_unique<Scratch>()) {
+  embed_scale_ = ScaleInDtype(c.hidden_size, weights_.checkpoint_dtype);
+  attn_scale_ = AttentionScale(c);
+  inv_freq_sliding_ = RopeInvFreq(c.rope_sliding, c.head_dim);
+  inv_freq_full_ = RopeInvFreq(c.rope_full, c.global_head_dim);
+  if (!options.remat) acts_.resize(size_t(c.num_layers));
+  work_ = std::make_unique<LayerActs>();
+  SetGemmThreads(pool->size());
+}
+
+TrainingModel::~TrainingModel() = default;
+
+Status TrainingModel::Prepare(std::span<const TrainRowView> rows, bool backward) {
+  int64_t T = 0;
+  for (const TrainRowView& r : rows) {
+    if (r.tokens.empty()) return Status::Error("training: empty row");
+    if (r.loss_mask.size() != r.tokens.size()) {
+      return Status::Error(StrCat("training: loss mask has ", r.loss_mask.size(), " entries for ", r.tokens.size(), " tokens"));
+    }
+    T += int64_t(r.tokens.size());
+  }
+  if (T > options_.max_tokens) {
+    return Status::Error(StrCat("training: micro-batch of ", T, " tokens exceeds max_tokens ", options_.max_tokens));
+  }
+  if (T == 0) return Status::Error("training: empty micro-batch");
+  tokens_.clear();
+  mask_.clear();
+  pos_.clear();
+  row_start_.clear();
+  for (const TrainRowView& r : rows) {
+    row_start_.push_back(int64_t(tokens_.size()));
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+      const int32_t id = r.tokens[i];
+      if (id < 0 || id >= config_.vocab_size) {
+        return Status::Error(StrCat("training: token id ", id, " outside the vocabulary (", config_.vocab_size, ")"));
+      }
+      tokens_.push_back(id);
+      mask_.push_back(i == 0 ? 0 : (r.loss_mask[i] ? 1 : 0));
+      pos_.push_back(int64_t(i));
+    }
+  }
+  row_start_.push_back(T);
+  T_ = T;
+  s_->Resize(config_, adapter_ ? adapter_->rank() : 0, T);
+  s_->layer_inputs.resize(size_t(config_.num_layers) + 1);
+  for (auto& x : s_->layer_inputs) x.resize(size_t(T * config_.hidden_size));
+  const bool per_layer = backward && !options_.remat;
+  for (size_t i = 0; i < acts_.size(); ++i) acts_[i].Resize(config_, adapter_, int(i), per_layer ? T : 0);
+  work_->Resize(config_, adapter_, -1, per_layer ? 0 : T);
+  return Status::Ok();
+}
+
+void TrainingModel::Embed() {
+  const int64_t D = config_.hidden_size;
+  float* x = s_->layer_inputs[0].data();
+  pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      weights_.embed.RowToF32(tokens_[size_t(t)], x + t * D);
+      Scale(x + t * D, D, embed_scale_);
+    }
+  });
+}
+
+Status TrainingModel::ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t dropout_key,
+                                      MicroBatchStats* stats) {
+  GK_RETURN_IF_ERROR(Prepare(rows, true));
+  dropout_key_ = dropout_key;
+  dropout_on_ = adapter_ && adapter_->options().dropout > 0;
+  const int L = config_.num_layers;
+  const int64_t D = config_.hidden_size;
+  Embed();
+  for (int l = 0; l < L; ++l) {
+    LayerActs& a = options_.remat ? *work_ : acts_[size_t(l)];
+    LayerForward(l, s_->layer_inputs[size_t(l)].data(), a, s_->layer_inputs[size_t(l) + 1].data(), dropout_on_);
+  }
+  activation_bytes_ = work_->Bytes();
+  for (const auto& x : s_->layer_inputs) activation_bytes_ += int64_t(x.size() * sizeof(float));
+  for (const LayerActs& a : acts_) activation_bytes_ += a.Bytes();
+
+  float* dx = s_->dx.data();
+  std::fill(dx, dx + T_ * D, 0.f);
+  MicroBatchStats mb;
+  LossHead(s_->layer_inputs[size_t(L)].data(), loss_scale, true, &mb, dx);
+  for (int l = L - 1; l >= 0; --l) {
+    LayerActs& a = options_.remat ? *work_ : acts_[size_t(l)];
+    if (options_.remat) LayerForward(l, s_->layer_inputs[size_t(l)].data(), a, s_->x_tmp.data(), dropout_on_);
+    LayerBackward(l, a, dx);
+  }
+  mb.tokens = T_;
+  if (stats) {
+    stats->loss_sum += mb.loss_sum;
+    stats->targets += mb.targets;
+    stats->correct += mb.correct;
+    stats->tokens += mb.tokens;
+  }
+  return Status::Ok();
+}
+
+void TrainingModel::ForwardOnly() {
+  dropout_on_ = false;
+  Embed();
+  for (int l = 0; l < config_.num_layers; ++l) {
+    LayerForward(l, s_->layer_inputs[size_t(l)].data(), *work_, s_->layer_inputs[size_t(l) + 1].data(), false);
+  }
+}
+
+Status TrainingModel::Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats) {
+  GK_RETURN_IF_ERROR(Prepare(rows, false));
+  ForwardOnly();
+  MicroBatchStats mb;
+  LossHead(s_->layer_inputs[size_t(config_.num_layers)].data(), 1.f, false, &mb, nullptr);
+  mb.tokens = T_;
+  stats->loss_sum += mb.loss_sum;
+  stats->targets += mb.targets;
+  stats->correct += mb.correct;
+  stats->tokens += mb.tokens;
+  return Status::Ok();
+}
+
+Status TrainingModel::Logits(std::span<const int32_t> tokens, float* logits) {
+  std::vector<uint8_t> mask(tokens.size(), 0);
+  const TrainRowView row{tokens, mask};
+  GK_RETURN_IF_ERROR(Prepare({&row, 1}, false));
+  ForwardOnly();
+  const int64_t D = config_.hidden_size, V = config_.vocab_size;
+  std::vector<float> h(size_t(T_ * D));
+  RmsNormRows(s_->layer_inputs[size_t(config_.num_layers)].data(), weights_.final_norm.data(), T_, D,
+              config_.rms_norm_eps, h.data());
+  WeightMatMul(weights_.embed, h.data(), T_, logits, false, *pool_);
+  if (config_.final_logit_softcap > 0.f) {
+    pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) Softcap(logits + t * V, V, config_.final_logit_softcap);
+    });
+  }
+  return Status::Ok();
+}
+
+// Loss over the target rows only, the vocabulary in chunks: pass 1 finds each row's
+// log-sum-exp (online), pass 2 recomputes the chunk's logits and adds its share of the hidden
+// gradient, dh += dz · E_chunk.
+void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backward, MicroBatchStats* stats, float* dx) {
+  const int64_t D = config_.hidden_size, V = config_.vocab_size;
+  const float cap = config_.final_logit_softcap, eps = config_.rms_norm_eps;
+  Scratch& s = *s_;
+  s.loss_rows.clear();
+  s.loss_targets.clear();
+  for (size_t r = 0; r + 1 < row_start_.size(); ++r) {
+    for (int64_t t = row_start_[r]; t + 1 < row_start_[r + 1]; ++t) {
+      if (mask_[size_t(t + 1)]) {
+        s.loss_rows.push_back(t);
+        s.loss_targets.push_back(tokens_[size_t(t + 1)]);
+      }
+    }
+  }
+  const int64_t R = int64_t(s.loss_rows.size());
+  stats->targets += R;
+  if (R == 0) return;
+  s.h.resize(size_t(R * D));
+  pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      RmsNorm(x_final + s.loss_rows[size_t(r)] * D, weights_.final_norm.data(), D, eps, s.h.data() + r * D);
+    }
+  });
+  // Chunk of the vocabulary: its widened embedding rows and its R × VC logits ~ 16 MiB each.
+  const int64_t VC = std::clamp<int64_t>((int64_t(4) << 20) / std::max(R, D), 256, V);
+  s.e_chunk.resize(size_t(VC * D));
+  s.z.resize(size_t(R * VC));
+  std::vector<float> m(size_t(R), -std::numeric_limits<float>::infinity()), sum(size_t(R), 0.f);
+  std::vector<float> best(size_t(R), -std::numeric_limits<float>::infinity()), z_target(size_t(R), 0.f);
+  std::vector<int64_t> arg(size_t(R), 0);
+  auto chunk_logits = [&](int64_t v0, int64_t vc) {
+    pool_->ParallelFor(vc, [&](int64_t b, int64_t e, int) {
+      for (int64_t v = b; v < e; ++v) weights_.embed.RowToF32(v0 + v, s.e_chunk.data() + v * D);
+    });
+    Sgemm(false, true, R, vc, D, 1.f, s.h.data(), D, s.e_chunk.data(), D, 0.f, s.z.data(), vc);
+    if (cap > 0.f) {
+      pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) Softcap(s.z.data() + r * vc, vc, cap);
+      });
+    }
+  };
+  for (int64_t v0 = 0; v0 < V; v0 += VC) {
+    const int64_t vc = std::min(VC, V - v0);
+    chunk_logits(v0, vc);
+    pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
+      for (int64_t r = b; r < e; ++r) {
+        const float* z = s.z.data() + r * vc;
+        int64_t ca = 0;
+        const float cm = RowMaxArg(z, vc, &ca);
+        if (cm > best[size_t(r)]) best[size_t(r)] = cm, arg[size_t(r)] = v0 + ca;
+        const float nm = std::max(m[size_t(r)], cm);
+        const double acc = SumExpMinus(z, vc, nm);
+        sum[size_t(r)] = float(double(sum[size_t(r)]) * std::exp(double(m[size_t(r)] - nm)) + acc);
+        m[size_t(r)] = nm;
+        const int64_t tg = s.loss_targets[size_t(r)];
+        if (tg >= v0 && tg < v0 + vc) z_target[size_t(r)] = z[tg - v0];
+      }
+    });
+  }
+  std::vector<float> lse(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) {
+    lse[size_t(r)] = m[size_t(r)] + std::log(sum[size_t(r)]);
+    stats->loss_sum += double(lse[size_t(r)]) - double(z_target[size_t(r)]);
+    stats->correct += arg[size_t(r)] == s.loss_targets[size_t(r)] ? 1 : 0;
+  }
+  if (!backward) return;
+  s.dh.assign(size_t(R * D), 0.f);
+  for (int64_t v0 = 0; v0 < V; v0 += VC) {
+    const int64_t vc = std::min(VC, V - v0);
+    chunk_logits(v0, vc);
+    pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
+      for (int64_t r = b; r < e; ++r) {
+        CrossEntropyGradRow(s.z.data() + r * vc, vc, lse[size_t(r)], s.loss_targets[size_t(r)] - v0, cap,
+                            loss_scale);
+      }
+    });
+    Sgemm(false, false, R, D, vc, 1.f, s.z.data(), vc, s.e_chunk.data(), D, 1.f, s.dh.data(), D);
+  }
+  pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t t = s.loss_rows[size_t(r)];
+      RmsNormBackward(x_final + t * D, weights_.final_norm.data(), D, eps, s.dh.data() + r * D, dx + t * D, true);
+    }
+  });
+}
+
+}  // namespace gk

@@ -1,0 +1,118 @@
+// The Gemma 4 (and Gemma 3) text decoder with LoRA, forward and backward, for fine-tuning.
+//
+// The base weights are frozen and stay in their checkpoint dtype; activations, LoRA factors
+// and gradients are float32. One call runs a micro-batch: its rows are concatenated into one
+// sequence of T tokens whose attention never crosses a row boundary (positions restart at 0 in
+// every row), so a micro-batch of several rows costs no padding ("packed"); the trainer can
+// also pad rows to the micro-batch's longest (pad tokens carry no loss) to measure what
+// padding costs. Matrix products go through OpenBLAS (kernels/gemm.h).
+//
+// Loss: the sum over target tokens (loss_mask = 1) of −log softmax(logits)[target], times
+// loss_scale (the trainer passes 1 / targets of the whole effective batch). The logit rows of
+// non-target positions are never computed, and the vocabulary is processed in chunks (two
+// passes: log-sum-exp, then gradient), so the T × V logits never exist at once.
+//
+// Memory: without remat, every layer's activations are kept for the backward pass
+// (activation_bytes()); with remat only each layer's input is, and the layer's forward pass is
+// recomputed just before its backward pass (the reference case's per-layer remat).
+//
+// Supported: dense decoders (sliding and full layers, K=V layers, partial RoPE, softcap,
+// layer_scalar, Gemma 3 norms/scale). Not yet: per-layer embeddings (E2B/E4B), KV sharing,
+// MoE (26B-A4B); Create says so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/config.h"
+#include "model/train/lora.h"
+#include "model/weights.h"
+#include "tensor/thread_pool.h"
+#include "util/result.h"
+
+namespace gk {
+
+struct TrainRowView {
+  std::span<const int32_t> tokens;
+  std::span<const uint8_t> loss_mask;  // per token: 1 when it is a target (its first entry is ignored)
+};
+
+struct MicroBatchStats {
+  double loss_sum = 0;  // Σ −log p over targets (unscaled)
+  int64_t targets = 0;
+  int64_t correct = 0;  // targets whose argmax logit is the target (loss-token accuracy)
+  int64_t tokens = 0;   // tokens run through the decoder
+};
+
+struct TrainingModelOptions {
+  bool remat = false;
+  int64_t max_tokens = 4096;  // tokens per micro-batch the buffers are sized for
+};
+
+class TrainingModel {
+ public:
+  // The adapter is owned by the caller; ForwardBackward adds to its modules' grad_a/grad_b.
+  static Result<std::unique_ptr<TrainingModel>> Create(const ModelConfig& config, ModelWeights weights,
+                                                       LoraAdapter* adapter, ThreadPool* pool,
+                                                       TrainingModelOptions options);
+  ~TrainingModel();
+
+  // Forward and backward of one micro-batch (at most max_tokens tokens in all). dropout_key
+  // seeds the LoRA dropout masks (same key, same masks). Errors: token ids outside the
+  // vocabulary, too many tokens, a mask of the wrong length.
+  Status ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t dropout_key,
+                         MicroBatchStats* stats);
+  // The same forward pass and loss without gradients or dropout.
+  Status Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats);
+  // Logits (T × V, after the softcap) of one sequence with the LoRA applied, no dropout.
+  Status Logits(std::span<const int32_t> tokens, float* logits);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  // Bytes of activations kept for the backward pass by the last ForwardBackward.
+  int64_t activation_bytes() const { return activation_bytes_; }
+
+ private:
+  struct LayerActs;
+  struct Scratch;
+  TrainingModel(const ModelConfig& config, ModelWeights weights, LoraAdapter* adapter, ThreadPool* pool,
+                TrainingModelOptions options);
+
+  Status Prepare(std::span<const TrainRowView> rows, bool backward);
+  void ForwardOnly();
+  void Embed();
+  void LayerForward(int l, const float* x_in, LayerActs& a, float* x_out, bool dropout);
+  void LayerBackward(int l, const LayerActs& a, float* dx);
+  void AttentionForward(int l, LayerActs& a);
+  void AttentionBackward(int l, const LayerActs& a, const float* datt, float* dq, float* dk, float* dv);
+  void Linear(int l, LoraTarget t, const MatrixView& w, const float* x, float* y, float* u, bool dropout);
+  void LinearBackward(int l, LoraTarget t, const MatrixView& w, const float* x, const float* u, const float* dy,
+                      float* dx, bool accumulate);
+  const float* DropoutInput(int l, LoraTarget t, const float* x, int64_t in, float* buf) const;
+  void LossHead(const float* x_final, float loss_scale, bool backward, MicroBatchStats* stats, float* dx);
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  LoraAdapter* adapter_;
+  ThreadPool* pool_;
+  TrainingModelOptions options_;
+  float embed_scale_ = 1.f;
+  float attn_scale_ = 1.f;
+  std::vector<float> inv_freq_sliding_, inv_freq_full_;
+  // The running micro-batch.
+  int64_t T_ = 0;
+  std::vector<int32_t> tokens_;
+  std::vector<uint8_t> mask_;
+  std::vector<int64_t> pos_;        // per token: its position in its row
+  std::vector<int64_t> row_start_;  // per row: first token; plus T at the end
+  uint64_t dropout_key_ = 0;
+  bool dropout_on_ = false;
+  std::vector<LayerActs> acts_;  // per layer (without remat)
+  std::unique_ptr<LayerActs> work_;  // sized for the largest layer: remat and forward-only passes
+  std::unique_ptr<Scratch> s_;
+  int64_t activation_bytes_ = 0;
+};
+
+}  // namespace gk

@@ -1,0 +1,170 @@
+// The training backward pass against an independent oracle: tests/oracle/train_ref.py computes
+// the same loss and every LoRA gradient with PyTorch autograd (written from the spec, not from
+// this code) on the same checkpoint, adapter and batch. Both loss modes (assistant-only mask
+// and all tokens), Gemma 4 (sliding + full K=V layers, partial RoPE, softcap) and Gemma 3, rows
+// longer than the sliding window, f32 and bf16 base weights. Skips when Debian's python3
+// cannot import torch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "formats/safetensors.h"
+#include "model/toy_models_test_util.h"
+#include "model/train/training_model.h"
+
+namespace gk {
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+bool HaveTorch() {
+  return std::system((std::string(kPython) + " -c 'import torch' > /dev/null 2>&1").c_str()) == 0;
+}
+
+std::string RunCommand(const std::string& cmd, int* rc) {
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (pipe && fgets(buf, sizeof buf, pipe)) out += buf;
+  *rc = pipe ? pclose(pipe) : -1;
+  return out;
+}
+
+struct Batch {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<uint8_t>> masks;
+};
+
+// Rows of 40, 25 and 9 tokens; "assistant": targets in the second half of each row.
+Batch MakeBatch(int vocab, bool all_tokens) {
+  Batch b;
+  std::mt19937_64 rng(17);
+  for (int len : {40, 25, 9}) {
+    std::vector<int32_t> t(static_cast<size_t>(len));
+    for (auto& x : t) x = int32_t(rng() % uint64_t(vocab));
+    std::vector<uint8_t> m(static_cast<size_t>(len), 0);
+    for (int i = all_tokens ? 1 : len / 2; i < len; ++i) m[size_t(i)] = 1;
+    b.tokens.push_back(std::move(t));
+    b.masks.push_back(std::move(m));
+  }
+  return b;
+}
+
+Status WriteBatch(const Batch& b, const std::string& path) {
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> mask;
+  std::vector<int64_t> offsets = {0};
+  for (size_t r = 0; r < b.tokens.size(); ++r) {
+    tokens.insert(tokens.end(), b.tokens[r].begin(), b.tokens[r].end());
+    mask.insert(mask.end(), b.masks[r].begin(), b.masks[r].end());
+    offsets.push_back(int64_t(tokens.size()));
+  }
+  auto copy = [](const void* src) {
+    return [src](uint8_t* dst, size_t n) {
+      std::memcpy(dst, src, n);
+      return Status::Ok();
+    };
+  };
+  return WriteSafetensors(path, {{"tokens", DType::kI32, {int64_t(tokens.size())}, copy(tokens.data())},
+                                 {"loss_mask", DType::kU8, {int64_t(mask.size())}, copy(mask.data())},
+                                 {"offsets", DType::kI64, {int64_t(offsets.size())}, copy(offsets.data())}});
+}
+
+std::vector<float> ReadF32(const SafetensorsFile& f, const std::string& name) {
+  for (const TensorInfo& t : f.tensors()) {
+    if (t.name != name) continue;
+    EXPECT_EQ(t.dtype, DType::kF32) << name;
+    std::vector<float> v(size_t(t.numel()));
+    EXPECT_TRUE(f.ReadInto(t, v.data()).ok());
+    return v;
+  }
+  ADD_FAILURE() << "oracle output lacks " << name;
+  return {};
+}
+
+void CheckAgainstOracle(const std::string& preset, DType dtype, bool all_tokens, bool rslora) {
+  if (!HaveTorch()) GTEST_SKIP() << kPython << " cannot import torch (Debian python3-torch)";
+  const std::string tag = preset + (dtype == DType::kF32 ? "_f32" : "_bf16") + (all_tokens ? "_all" : "_asst");
+  const ModelConfig config = ToyConfig(preset, 8);
+  const std::string model_dir = WriteToyModel(config, "gk_train_oracle_" + tag, dtype, 23);
+  auto weights = LoadWeights(model_dir, config);
+  ASSERT_TRUE(weights.ok()) << weights.message();
+  LoraOptions lo;
+  lo.rank = 4;
+  lo.alpha = 8;
+  lo.use_rslora = rslora;
+  auto adapter = LoraAdapter::Create(config, weights->prefix, lo);
+  ASSERT_TRUE(adapter.ok()) << adapter.message();
+  adapter->InitPeft(3);
+  std::mt19937_64 rng(4);
+  std::normal_distribution<float> nd(0.f, 0.05f);
+  for (LoraModule& m : adapter->modules()) {
+    for (float& v : m.b) v = nd(rng);
+  }
+  const std::string work = TestTempDir("gk_train_oracle_work_" + tag);
+  ASSERT_TRUE(adapter->SavePeft(work + "/adapter", model_dir).ok());
+  const Batch batch = MakeBatch(config.vocab_size, all_tokens);
+  ASSERT_TRUE(WriteBatch(batch, work + "/batch.safetensors").ok());
+
+  ThreadPool pool(2);
+  TrainingModelOptions to;
+  to.max_tokens = 128;
+  auto tm = TrainingModel::Create(config, std::move(*weights), &*adapter, &pool, to);
+  ASSERT_TRUE(tm.ok()) << tm.message();
+  std::vector<TrainRowView> rows;
+  int64_t targets = 0;
+  for (size_t r = 0; r < batch.tokens.size(); ++r) {
+    rows.push_back({batch.tokens[r], batch.masks[r]});
+    for (size_t i = 1; i < batch.masks[r].size(); ++i) targets += batch.masks[r][i];
+  }
+  MicroBatchStats st;
+  // Two micro-batches (rows 0-1 packed, row 2 alone) accumulate into one step's gradient.
+  ASSERT_TRUE((*tm)->ForwardBackward({rows.data(), 2}, 1.f / float(targets), 0, &st).ok());
+  ASSERT_TRUE((*tm)->ForwardBackward({rows.data() + 2, 1}, 1.f / float(targets), 0, &st).ok());
+  ASSERT_EQ(st.targets, targets);
+
+  int rc = 0;
+  const std::string out = RunCommand(StrCat(kPython, " ", GK_SOURCE_DIR, "/tests/oracle/train_ref.py grads --model ",
+                                            model_dir, " --adapter ", work, "/adapter --batch ", work,
+                                            "/batch.safetensors --out ", work, "/grads.safetensors"),
+                                     &rc);
+  ASSERT_EQ(rc, 0) << out;
+  auto ref = SafetensorsFile::Open(work + "/grads.safetensors");
+  ASSERT_TRUE(ref.ok()) << ref.message();
+  const std::vector<float> ref_loss = ReadF32(**ref, "loss");
+  ASSERT_EQ(ref_loss.size(), 1u);
+  EXPECT_NEAR(st.loss_sum / double(targets), ref_loss[0], 1e-5 * std::abs(ref_loss[0])) << tag;
+  // Per tensor: the largest difference relative to the tensor's largest gradient.
+  double worst = 0;
+  std::string worst_name;
+  for (const LoraModule& m : adapter->modules()) {
+    for (int which = 0; which < 2; ++which) {
+      const std::string key = which ? LoraAdapter::KeyB(m) : LoraAdapter::KeyA(m);
+      const std::vector<float> want = ReadF32(**ref, key);
+      const std::vector<float>& got = which ? m.grad_b : m.grad_a;
+      ASSERT_EQ(want.size(), got.size()) << key;
+      double scale = 0, diff = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        scale = std::max(scale, double(std::abs(want[i])));
+        diff = std::max(diff, std::abs(double(got[i]) - double(want[i])));
+      }
+      ASSERT_GT(scale, 0) << key << ": the oracle's gradient is zero, the case checks nothing";
+      if (diff / scale > worst) worst = diff / scale, worst_name = key;
+    }
+  }
+  EXPECT_LT(worst, 1e-4) << tag << ": worst tensor " << worst_name;
+  std::printf("%s: loss %.6f (oracle %.6f), worst gradient difference %.2e of the tensor's max (%s)\n", tag.c_str(),
+              st.loss_sum / double(targets), ref_loss[0], worst, worst_name.c_str());
+}
+
+TEST(TrainingOracle, Gemma4AssistantLossF32) { CheckAgainstOracle("tiny", DType::kF32, false, false); }
+TEST(TrainingOracle, Gemma4AllTokensF32) { CheckAgainstOracle("tiny", DType::kF32, true, false); }
+TEST(TrainingOracle, Gemma4AssistantLossBf16Base) { CheckAgainstOracle("tiny", DType::kBF16, false, true); }
+TEST(TrainingOracle, Gemma3AllTokensF32) { CheckAgainstOracle("gemma3-270m", DType::kF32, true, false); }
+TEST(TrainingOracle, Gemma3AssistantLossF32RsLora) { CheckAgainstOracle("gemma3-270m", DType::kF32, false, true); }
+
+}  // namespace
+}  // namespace gk

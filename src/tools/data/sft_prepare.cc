@@ -1,0 +1,401 @@
+#include "tools/data/sft_prepare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace gk::data {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int32_t kTurnId = 105, kTurnEndId = 106;  // <|turn> <turn|> (Gemma 3: <start_of_turn> <end_of_turn>)
+constexpr std::string_view kThinkOpen = "<think>", kThinkClose = "</think>";
+constexpr std::string_view kAnswerOpen = "<answer>", kAnswerClose = "</answer>";
+constexpr std::string_view kFence = "```", kVerilogFence = "```verilog";
+constexpr int64_t kOverCandidates[] = {1024, 2048, 3072, 4096, 8192};
+constexpr size_t kMaxExamples = 5;
+
+// Python's str.strip() on ASCII whitespace: what the chat template's `trim` does.
+std::string_view Trim(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  const size_t b = s.find_first_not_of(kSpace);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
+}
+
+bool IsBlank(std::string_view s) { return Trim(s).empty(); }
+
+// Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF).
+bool IsValidUtf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;  // U+D800..U+DFFF
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + size_t(len) > n) return false;
+    if (p[i + 1] < lo || p[i + 1] > hi) return false;
+    for (int k = 2; k < len; ++k) {
+      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return false;
+    }
+    i += size_t(len);
+  }
+  return true;
+}
+
+// Drops the reasoning. Besides well-formed <think>...</think> blocks:
+//   * a "</think>" with no opening tag before it ends reasoning that began at the start of the
+//     response (some R1-style data puts the opening tag in the prompt template);
+//   * an unclosed "<think>" runs to the next "<answer>", or to the end of the text: reasoning
+//     that was cut off is not an answer, even when it holds draft code.
+std::string RemoveThinking(std::string text) {
+  for (;;) {
+    const size_t open = text.find(kThinkOpen), close = text.find(kThinkClose);
+    if (open == std::string::npos && close == std::string::npos) return text;
+    if (close != std::string::npos && (open == std::string::npos || close < open)) {
+      text.erase(0, close + kThinkClose.size());
+      continue;
+    }
+    const size_t end = text.find(kThinkClose, open);
+    if (end != std::string::npos) {
+      text.erase(open, end + kThinkClose.size() - open);
+      continue;
+    }
+    const size_t answer = text.find(kAnswerOpen, open);
+    text.erase(open, answer == std::string::npos ? std::string::npos : answer - open);
+    return text;
+  }
+}
+
+// The first ```verilog fence in `text`: its code, or the reason there is none. The info string
+// must be exactly "verilog" (the reference's rule; ```systemverilog, ```sv and bare ``` fences do
+// not count, so the kept count stays comparable with the reference case's).
+bool FirstVerilogBlock(std::string_view text, std::string_view* code, std::string* why) {
+  for (size_t pos = text.find(kVerilogFence); pos != std::string_view::npos;
+       pos = text.find(kVerilogFence, pos + 1)) {
+    const size_t info_end = pos + kVerilogFence.size();
+    const size_t eol = text.find('\n', info_end);
+    if (eol == std::string_view::npos) break;
+    if (!IsBlank(text.substr(info_end, eol - info_end))) continue;  // ```verilog-ams, ```verilogx ...
+    const size_t close = text.find(kFence, eol + 1);
+    if (close == std::string_view::npos) {
+      *why = "the ```verilog block is not closed";
+      return false;
+    }
+    *code = text.substr(eol + 1, close - eol - 1);
+    return true;
+  }
+  *why = "no ```verilog block";
+  return false;
+}
+
+// Drops leading blank lines (keeping the first code line's indentation) and trailing whitespace.
+std::string_view TrimBlankLines(std::string_view code) {
+  size_t start = 0;
+  for (;;) {
+    const size_t eol = code.find('\n', start);
+    if (eol == std::string_view::npos || !IsBlank(code.substr(start, eol - start))) break;
+    start = eol + 1;
+  }
+  code.remove_prefix(start);
+  const size_t last = code.find_last_not_of(" \t\n\r\f\v");
+  return last == std::string_view::npos ? std::string_view() : code.substr(0, last + 1);
+}
+
+struct Cleaned {
+  std::string answer;
+  std::optional<SftDrop> drop;
+  std::string why;
+};
+
+Cleaned Clean(const std::string& response) {
+  const std::string text = RemoveThinking(response);
+  std::string_view body = text;
+  if (const size_t a = body.find(kAnswerOpen); a != std::string_view::npos) {
+    body.remove_prefix(a + kAnswerOpen.size());
+    body = body.substr(0, body.find(kAnswerClose));  // an unclosed answer runs to the end
+  }
+  std::string_view code;
+  std::string why;
+  if (!FirstVerilogBlock(body, &code, &why)) return {{}, SftDrop::kNoCode, why};
+  code = TrimBlankLines(code);
+  if (code.empty()) return {{}, SftDrop::kEmpty, "the ```verilog block is empty"};
+  return {StrCat("```verilog\n", code, "\n```"), std::nullopt, {}};
+}
+
+// The turn markers by id; the slot's name tells a Gemma tokenizer from another one.
+Status CheckTurnTokens(const Tokenizer& tok) {
+  const std::string& open = tok.Piece(kTurnId);
+  const std::string& close = tok.Piece(kTurnEndId);
+  if ((open != "<|turn>" && open != "<start_of_turn>") || (close != "<turn|>" && close != "<end_of_turn>")) {
+    return Status::Error(StrCat("tokenizer has \"", open, "\" and \"", close, "\" at ids ", kTurnId, " and ",
+                                kTurnEndId,
+                                ", expected <|turn> and <turn|> (Gemma 4) or <start_of_turn> and <end_of_turn> "
+                                "(Gemma 3); use the model's Gemma tokenizer.json"));
+  }
+  return Status::Ok();
+}
+
+void Append(std::vector<int32_t>* out, const std::vector<int32_t>& ids) {
+  out->insert(out->end(), ids.begin(), ids.end());
+}
+
+struct RowOutcome {
+  std::optional<TokenRow> row;
+  SftDrop drop = SftDrop::kInvalidJson;
+  std::string why;
+};
+
+RowOutcome ProcessLine(const std::string& line, const Tokenizer& tok, const ModelConfig& config,
+                       const SftPrepareOptions& o) {
+  RowOutcome r;
+  auto drop = [&](SftDrop d, std::string why) {
+    r.drop = d;
+    r.why = std::move(why);
+    return std::move(r);
+  };
+  // Checked before parsing: nlohmann would call it invalid JSON, but the fix is different
+  // (re-encode the file as UTF-8).
+  if (!IsValidUtf8(line)) return drop(SftDrop::kInvalidUtf8, "the line is not valid UTF-8");
+  const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return drop(SftDrop::kInvalidJson, "not valid JSON");
+  if (!j.is_object()) return drop(SftDrop::kInvalidJson, StrCat("a JSON ", j.type_name(), ", not an object"));
+  for (const char* key : {"prompt", "response"}) {
+    const auto it = j.find(key);
+    if (it == j.end()) return drop(SftDrop::kMissingField, StrCat("no \"", key, "\" field"));
+    if (!it->is_string())
+      return drop(SftDrop::kMissingField, StrCat("\"", key, "\" is a ", it->type_name(), ", not a string"));
+  }
+  const std::string& prompt = j["prompt"].get_ref<const std::string&>();
+  if (Trim(prompt).empty()) return drop(SftDrop::kEmpty, "the prompt is empty");
+  Cleaned c = Clean(j["response"].get_ref<const std::string&>());
+  if (c.drop) return drop(*c.drop, c.why);
+  auto row = TokenizeSftConversation(tok, config, prompt, c.answer, o.loss);
+  if (!row.ok()) return drop(SftDrop::kEmpty, row.message());  // unreachable: prompt and answer are non-empty
+  if (int64_t(row->tokens.size()) > o.max_seq_len) {
+    return drop(SftDrop::kTooLong, StrCat(row->tokens.size(), " tokens > max_seq_len ", o.max_seq_len));
+  }
+  r.row = std::move(row).value();
+  return r;
+}
+
+// numpy's linear interpolation (np.percentile's default), including its lerp, so results
+// match to the last bit.
+double Percentile(const std::vector<int64_t>& sorted, double q) {
+  const double h = (q / 100.0) * double(sorted.size() - 1);
+  const double below = std::floor(h);
+  const size_t lo = size_t(below), hi = std::min(lo + 1, sorted.size() - 1);
+  const double a = double(sorted[lo]), b = double(sorted[hi]), t = h - below;
+  const double diff = b - a;
+  return t >= 0.5 ? b - diff * (1.0 - t) : a + diff * t;
+}
+
+std::string FormatNumber(double v) {
+  char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f", v);
+  }
+  return buf;
+}
+
+}  // namespace
+
+Result<LossMode> ParseLossMode(const std::string& s) {
+  if (s == "assistant") return LossMode::kAssistant;
+  if (s == "all") return LossMode::kAll;
+  return Result<LossMode>::Error(
+      StrCat("--loss '", s, "': expected assistant (the model turn only) or all (every token)"));
+}
+
+const char* LossModeName(LossMode m) { return m == LossMode::kAssistant ? "assistant" : "all"; }
+
+const char* SftDropName(SftDrop d) {
+  switch (d) {
+    case SftDrop::kInvalidJson: return "invalid_json";
+    case SftDrop::kMissingField: return "missing_field";
+    case SftDrop::kNoCode: return "no_code";
+    case SftDrop::kEmpty: return "empty";
+    case SftDrop::kInvalidUtf8: return "invalid_utf8";
+    case SftDrop::kTooLong: return "too_long";
+  }
+  return "unknown";
+}
+
+Result<std::string> CleanCodeV1Response(const std::string& response) {
+  Cleaned c = Clean(response);
+  if (c.drop) return Result<std::string>::Error(StrCat(SftDropName(*c.drop), ": ", c.why));
+  return std::move(c.answer);
+}
+
+Result<TokenRow> TokenizeSftConversation(const Tokenizer& tokenizer, const ModelConfig& config,
+                                         const std::string& prompt, const std::string& answer, LossMode loss) {
+  using R = Result<TokenRow>;
+  GK_RETURN_IF_ERROR(CheckTurnTokens(tokenizer));
+  const std::string_view user = Trim(prompt), model = Trim(answer);
+  if (user.empty() || model.empty()) {
+    return R::Error(StrCat("SFT conversation: the ", user.empty() ? "prompt" : "answer", " is empty"));
+  }
+  const int32_t bos = tokenizer.bos_id() >= 0 ? tokenizer.bos_id() : config.bos_token_id;
+  // Text between two control tokens is encoded as one string, as Hugging Face does when it
+  // tokenizes the rendered template (the markers are added tokens, so it splits there too).
+  TokenRow row;
+  std::vector<int32_t>& t = row.tokens;
+  t = {bos, kTurnId};
+  Append(&t, tokenizer.Encode(StrCat("user\n", user), SpecialTokenText::kAsText));
+  t.push_back(kTurnEndId);
+  Append(&t, tokenizer.Encode("\n", SpecialTokenText::kAsText));
+  t.push_back(kTurnId);
+  const std::vector<int32_t> header = tokenizer.Encode("model\n", SpecialTokenText::kAsText);
+  std::vector<int32_t> turn = tokenizer.Encode(StrCat("model\n", model), SpecialTokenText::kAsText);
+  if (turn.size() <= header.size() || !std::equal(header.begin(), header.end(), turn.begin())) {
+    // A piece merged across the header/body boundary (no Gemma piece does: none starts with
+    // "\n" and then non-whitespace, and the body is trimmed); split it so the mask is exact.
+    turn = header;
+    Append(&turn, tokenizer.Encode(model, SpecialTokenText::kAsText));
+  }
+  const size_t body_begin = t.size() + header.size();
+  Append(&t, turn);
+  t.push_back(kTurnEndId);
+  const size_t body_end = t.size();  // the body and its <turn|>
+  // The template's newline after <turn|>: kept so a row is the chat template's rendering of the
+  // conversation (and the reference's "<end_of_turn>\n"), but not a target: generation stops at <turn|>.
+  Append(&t, tokenizer.Encode("\n", SpecialTokenText::kAsText));
+
+  row.loss_mask.assign(t.size(), 0);
+  if (loss == LossMode::kAll) {
+    std::fill(row.loss_mask.begin() + 1, row.loss_mask.end(), 1);
+  } else {
+    std::fill(row.loss_mask.begin() + long(body_begin), row.loss_mask.begin() + long(body_end), 1);
+  }
+  return row;
+}
+
+Result<std::vector<TokenRow>> PrepareSft(const std::string& jsonl_path, const Tokenizer& tokenizer,
+                                         const ModelConfig& config, const SftPrepareOptions& options,
+                                         SftPrepareReport* report) {
+  using R = Result<std::vector<TokenRow>>;
+  if (options.max_seq_len < 1) return R::Error(StrCat("max_seq_len is ", options.max_seq_len, ", must be >= 1"));
+  GK_RETURN_IF_ERROR(CheckTurnTokens(tokenizer));  // a wrong tokenizer fails every row: say so once
+  std::ifstream in(jsonl_path, std::ios::binary);
+  if (!in) return R::Error(StrCat("cannot open ", jsonl_path, ": ", std::strerror(errno)));
+  SftPrepareReport rep;
+  for (SftDrop d : {SftDrop::kInvalidJson, SftDrop::kMissingField, SftDrop::kNoCode, SftDrop::kEmpty,
+                    SftDrop::kInvalidUtf8, SftDrop::kTooLong}) {
+    rep.dropped[SftDropName(d)] = 0;
+  }
+  std::vector<TokenRow> rows;
+  std::string line;
+  for (int64_t line_no = 1; (options.max_rows < 0 || rep.raw < options.max_rows) && std::getline(in, line); ++line_no) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (IsBlank(line)) continue;
+    ++rep.raw;
+    RowOutcome out = ProcessLine(line, tokenizer, config, options);
+    if (!out.row) {
+      ++rep.dropped[SftDropName(out.drop)];
+      if (rep.examples.size() < kMaxExamples) {
+        rep.examples.push_back(StrCat("line ", line_no, ": ", SftDropName(out.drop), ": ", out.why));
+      }
+      continue;
+    }
+    ++rep.kept;
+    rep.tokens += int64_t(out.row->tokens.size());
+    for (uint8_t m : out.row->loss_mask) rep.loss_tokens += m;
+    rows.push_back(std::move(*out.row));
+  }
+  if (in.bad()) return R::Error(StrCat("reading ", jsonl_path, ": ", std::strerror(errno)));
+  if (report != nullptr) *report = std::move(rep);
+  return rows;
+}
+
+LengthStats ComputeLengthStats(const std::vector<int64_t>& lengths, int64_t bin_width) {
+  LengthStats s;
+  s.bin_width = std::max<int64_t>(1, bin_width);
+  for (int64_t c : kOverCandidates) s.rows_over[c] = 0;
+  if (lengths.empty()) return s;
+  std::vector<int64_t> sorted = lengths;
+  std::sort(sorted.begin(), sorted.end());
+  s.count = int64_t(sorted.size());
+  s.min = sorted.front();
+  s.max = sorted.back();
+  for (int64_t v : sorted) s.total_tokens += v;
+  s.mean = double(s.total_tokens) / double(s.count);
+  for (const auto& [name, q] : {std::pair<const char*, double>{"p50", 50}, {"p90", 90}, {"p95", 95}, {"p99", 99},
+                                {"p99.9", 99.9}}) {
+    s.percentiles[name] = Percentile(sorted, q);
+  }
+  // Bin b holds lengths in ((b-1)·w, b·w], so a length equal to a candidate max_seq_len sits in
+  // the bin that ends there, the same side as `rows_over` puts it.
+  const int64_t w = s.bin_width;
+  auto bin = [w](int64_t v) { return v <= 0 ? 0 : (v + w - 1) / w; };
+  const int64_t first = bin(s.min), last = bin(s.max);
+  std::vector<int64_t> counts(size_t(last - first + 1), 0);
+  for (int64_t v : sorted) ++counts[size_t(bin(v) - first)];
+  for (int64_t b = first; b <= last; ++b) s.histogram.emplace_back(b * w, counts[size_t(b - first)]);
+  for (int64_t c : kOverCandidates) {
+    s.rows_over[c] = int64_t(sorted.end() - std::upper_bound(sorted.begin(), sorted.end(), c));
+  }
+  return s;
+}
+
+std::string FormatLengthStats(const LengthStats& s) {
+  if (s.count == 0) return "no rows\n";
+  std::string out = StrCat("rows ", s.count, ", tokens ", s.total_tokens, " (per row: min ", s.min, ", mean ",
+                           FormatNumber(std::round(s.mean * 10) / 10), ", max ", s.max, ")\n");
+  out += "percentiles (tokens per row):";
+  for (const char* p : {"p50", "p90", "p95", "p99", "p99.9"}) {
+    const auto it = s.percentiles.find(p);
+    if (it != s.percentiles.end()) out += StrCat(" ", p, " ", FormatNumber(it->second));
+  }
+  out += "\nrows over max_seq_len (dropped at that limit):\n";
+  char buf[160];
+  for (const auto& [limit, n] : s.rows_over) {
+    std::snprintf(buf, sizeof(buf), "  %6lld  %8lld  (%6.2f %%; %.2f %% kept)\n", static_cast<long long>(limit),
+                  static_cast<long long>(n), 100.0 * double(n) / double(s.count),
+                  100.0 * double(s.count - n) / double(s.count));
+    out += buf;
+  }
+  out += StrCat("histogram (tokens per row, bins of ", s.bin_width, "):\n");
+  int64_t most = 1;
+  for (const auto& [upper, n] : s.histogram) most = std::max(most, n);
+  for (size_t i = 0; i < s.histogram.size(); ++i) {
+    const auto [upper, n] = s.histogram[i];
+    int64_t lower = std::max<int64_t>(0, upper - s.bin_width), end = upper;
+    if (n == 0) {  // a run of empty bins is one line, so a long tail stays readable
+      while (i + 1 < s.histogram.size() && s.histogram[i + 1].second == 0) end = s.histogram[++i].first;
+    }
+    const int bar = n == 0 ? 0 : std::max(1, int(std::lround(40.0 * double(n) / double(most))));
+    std::snprintf(buf, sizeof(buf), "  (%6lld, %6lld]  %8lld  ", static_cast<long long>(lower),
+                  static_cast<long long>(end), static_cast<long long>(n));
+    out += buf + std::string(size_t(bar), '#') + "\n";
+  }
+  return out;
+}
+
+}  // namespace gk::data

@@ -1,0 +1,14 @@
+// Facts about the machine a run is on, for result files (benchmarks, training_run.json).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gk {
+
+std::string CpuModelName();   // /proc/cpuinfo "model name", "" when unknown
+int HardwareThreads();        // std::thread::hardware_concurrency
+uint64_t TotalMemoryBytes();  // MemTotal of /proc/meminfo, 0 when unknown
+uint64_t PeakRssBytes();      // this process's peak resident set (getrusage)
+
+}  // namespace gk
