@@ -2,7 +2,8 @@
 # `make demo`: the main job on the embedded default model. Today that is: write the tiny
 # Gemma 4 model (random weights, real tokenizer), chat with it, print tokens/s, then serve it
 # over the OpenAI API, send a chat request with curl and shut the server down with SIGTERM.
-# Later stages (bench, train, merge, eval, report) join as they land.
+# Then a serving benchmark, a Verilog eval through the server, and a LoRA fine-tune of the
+# tiny model. Later stages (merge, report) join as they land.
 set -euo pipefail
 BUILD=${1:-build}
 GK="$BUILD/gemmakit"
@@ -55,3 +56,10 @@ else
   code=$?; cat "$LOG"; echo "demo: the server exited with status $code" >&2; exit 1
 fi
 trap - EXIT
+echo "== gemmakit data synth-verilog + train: LoRA SFT of the tiny model on 48 tasks disjoint from the eval set"
+echo "   (recipes/tiny-verilog-lora.toml; random base weights: the loss starts near ln(262144) = 12.5)"
+"$GK" data synth-verilog --out "$BUILD/demo/verilog-train" --n 48 --seed 1 --first 6
+rm -rf "$BUILD/demo/train-run"
+"$GK" train --config recipes/tiny-verilog-lora.toml --set model="$MODEL" \
+  --set data="$BUILD/demo/verilog-train/sft.jsonl" --set out="$BUILD/demo/train-run"
+ls "$BUILD/demo/train-run/adapter"

@@ -1,12 +1,15 @@
-// gemmakit bench model|serve|compare|client-check
+// gemmakit bench model|train|serve|compare|client-check
 // gemmakit bench model --model DIR [--threads N] [--prompt-len 512] [--gen-len 128] [--repeats 3]
 //                      [--mmap] [--json] [--quantize none|q8_0] [--batch 16] [--bf16-activations split|round]
+// gemmakit bench train --model DIR --seq-len T [--rank 16] [--alpha 32] [--steps 3] [--remat | --compare-remat]
+//                      [--threads N] [--json] [--targets q,k,v,o,gate,up,down]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
 #include "tools/bench/model_bench.h"
+#include "tools/bench/train_bench.h"
 
 namespace gk::cli {
 
@@ -20,6 +23,7 @@ int RunBench(int argc, char** argv) {
   }
   CLI::App app{"Benchmarks; each figure is printed with its ceiling measured in the same run.\n"
                "  bench model         prefill and decode tokens/s of a checkpoint\n"
+               "  bench train         tokens/s of one LoRA training step vs the fp32 FLOP peak\n"
                "  bench serve         a serving benchmark client like vllm bench serve (bench serve --help)\n"
                "  bench compare       side-by-side tables and SVG plots of bench serve results\n"
                "  bench client-check  the serving client's own overhead at many streams"};
@@ -37,7 +41,35 @@ int RunBench(int argc, char** argv) {
       ->check(CLI::Range(0, 4096));
   EngineFlags engine;
   engine.AddTo(*model);
+
+  TrainBenchOptions to;
+  std::string targets = "q,k,v,o,gate,up,down";
+  bool train_json = false;
+  CLI::App* train = app.add_subcommand("train", "tokens/s of one LoRA training step (forward + backward)");
+  train->add_option("--model", to.model_dir, "model directory")->required();
+  train->add_option("--seq-len", to.seq_len, "tokens in the row (loss on every token)")
+      ->required()
+      ->check(CLI::Range(2, 1 << 20));
+  train->add_option("--rank", to.rank, "LoRA rank")->check(CLI::Range(1, 4096));
+  train->add_option("--alpha", to.alpha, "LoRA alpha (scaling alpha / rank)")->check(CLI::PositiveNumber);
+  train->add_option("--steps", to.steps, "timed steps after one warm-up step")->check(CLI::Range(1, 1000));
+  train->add_flag("--remat", to.remat, "recompute each layer's forward pass in the backward pass");
+  train->add_flag("--compare-remat", to.compare_remat, "run with remat, then without, and report the saving");
+  train->add_option("--threads", to.threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
+  train->add_option("--targets", targets, "projections carrying a LoRA, comma-separated");
+  train->add_flag("--json", train_json, "print one JSON object instead of the table");
   CLI11_PARSE(app, argc, argv);
+  if (train->parsed()) {
+    to.targets = SplitCommas(targets);
+    auto tr = RunTrainBench(to);
+    if (!tr.ok()) return Fail(tr.status());
+    if (train_json) {
+      std::printf("%s\n", TrainBenchToJson(*tr).dump().c_str());
+    } else {
+      std::printf("%s", FormatTrainBench(*tr).c_str());
+    }
+    return 0;
+  }
   engine.Apply();
   o.threads = engine.threads;
   o.load_mode = mmap ? WeightLoadMode::kMmap : WeightLoadMode::kCopy;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cctype>
 #include <cstdio>
 #include <ctime>
@@ -30,6 +31,14 @@
 
 namespace gk::cli {
 namespace {
+
+// SIGTERM/SIGINT: how many arrived and the last one (set by the handler, read by the watcher).
+std::atomic<int> g_signals{0};
+std::atomic<int> g_last_signal{0};
+extern "C" void CountSignal(int sig) {
+  g_last_signal.store(sig);
+  g_signals.fetch_add(1);
+}
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -116,12 +125,15 @@ int RunServe(int argc, char** argv) {
     return Fail("--lora: LoRA adapters are not supported yet (the PEFT adapter reader comes with the bridge issue)");
   }
 
-  // Signals go to the watcher thread only: block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A handler, not a blocked mask and sigwait: libraries start threads before main (OpenBLAS
+  // does, at load) and a signal delivered to one of those would take the default action and
+  // kill the server mid-drain. The handler only counts; the watcher thread acts.
+  struct sigaction sa {};
+  sa.sa_handler = CountSignal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
 
   if (!std::filesystem::is_directory(model_dir)) {
     return Fail(StrCat("--model ", model_dir, ": not a directory (give a Hugging Face model directory)"));
@@ -195,10 +207,12 @@ int RunServe(int argc, char** argv) {
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     int count = 0;
-    const timespec tick{0, 200 * 1000 * 1000};
     while (!done.load()) {
-      const int sig = sigtimedwait(&signals, nullptr, &tick);
-      if (sig < 0) continue;
+      if (g_signals.load() == count) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      const int sig = g_last_signal.load();
       if (++count == 1) {
         const EngineStats s = eng.Stats();
         std::fprintf(stderr, "gemmakit serve: %s: shutting down, finishing %d running and %d waiting requests\n",

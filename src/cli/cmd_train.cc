@@ -99,13 +99,14 @@ void PrintProgress(const train::StepLog& s, bool tty, int64_t log_every) {
 // The loss curve as text (one row per step bucket) and as RUN/loss.svg.
 void ReportLossCurve(const std::vector<train::StepLog>& logs, const std::string& out) {
   if (logs.empty()) return;
-  double hi = 0;
-  for (const auto& l : logs) hi = std::max(hi, l.loss);
+  double lo = logs[0].loss, hi = logs[0].loss;
+  for (const auto& l : logs) lo = std::min(lo, l.loss), hi = std::max(hi, l.loss);
   const size_t rows = std::min<size_t>(logs.size(), 20), per = (logs.size() + rows - 1) / rows;
   std::printf("loss curve (%zu steps):\n", logs.size());
   for (size_t i = 0; i < logs.size(); i += per) {
     const train::StepLog& l = logs[std::min(logs.size() - 1, i + per - 1)];
-    const int bar = hi > 0 ? int(40.0 * l.loss / hi + 0.5) : 0;
+    // Bars span the curve's own range, so that a fall from 13 to 11 is visible.
+    const int bar = 2 + (hi > lo ? int(38.0 * (l.loss - lo) / (hi - lo) + 0.5) : 0);
     std::printf("  step %5lld  %8.4f  %s\n", static_cast<long long>(l.step), l.loss, std::string(size_t(bar), '*').c_str());
   }
   plot::LineChart chart;
