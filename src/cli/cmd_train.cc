@@ -64,7 +64,9 @@ Result<std::string> PreparedDataset(const train::TrainRecipe& r) {
   data::SftPrepareReport report;
   GK_ASSIGN_OR_RETURN(std::vector<TokenRow> rows, data::PrepareSft(r.data, tokenizer, config, o, &report));
   std::string dropped;
-  for (const auto& [why, n] : report.dropped) dropped += StrCat(dropped.empty() ? "" : ", ", why, " ", n);
+  for (const auto& [why, n] : report.dropped) {
+    if (n > 0) dropped += StrCat(dropped.empty() ? "" : ", ", why, " ", n);
+  }
   std::fprintf(stderr, "data: %lld rows read, %lld kept, dropped: %s; %lld tokens, %lld loss tokens\n",
                static_cast<long long>(report.raw), static_cast<long long>(report.kept),
                dropped.empty() ? "none" : dropped.c_str(), static_cast<long long>(report.tokens),
@@ -134,6 +136,10 @@ int RunTrain(int argc, char** argv) {
   app.add_option("--threads", engine.threads, "worker threads (0 = all cores)");
   CLI11_PARSE(app, argc, argv);
 
+  std::error_code config_ec;
+  if (std::filesystem::is_directory(config_path, config_ec)) {  // an ifstream reads a directory as empty
+    return Fail(StrCat("cannot read recipe ", config_path, ": is a directory"));
+  }
   auto recipe = train::LoadRecipe(config_path);
   if (!recipe.ok()) return Fail(recipe.status());
   Status s = train::ApplyOverrides(*recipe, overrides);

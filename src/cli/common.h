@@ -55,5 +55,7 @@ int RunServe(int argc, char** argv);
 int RunEval(int argc, char** argv);   // eval verilog / eval compare (cmd_eval.cc)
 int RunData(int argc, char** argv);   // data synth-verilog / prepare / stats (cmd_data.cc)
 int RunTrain(int argc, char** argv);  // train (cmd_train.cc)
+int RunMerge(int argc, char** argv);  // merge (cmd_merge.cc)
+int RunConvert(int argc, char** argv);  // convert --from hf --to gguf (cmd_convert.cc)
 
 }  // namespace gk::cli

@@ -22,6 +22,8 @@ const Command kCommands[] = {
     {"serve", "an OpenAI-compatible HTTP server (continuous batching, paged KV cache)", gk::cli::RunServe},
     {"data", "data synth-verilog (spec-to-RTL tasks, no download), data prepare (tokenize SFT rows), data stats", gk::cli::RunData},
     {"train", "LoRA fine-tuning from a TOML recipe (checkpoints, resume, metrics)", gk::cli::RunTrain},
+    {"merge", "merge a LoRA (PEFT or Tunix/Qwix Orbax) into a Hugging Face checkpoint, streaming", gk::cli::RunMerge},
+    {"convert", "convert a checkpoint: --from hf --to gguf (llama.cpp / Ollama; f32, bf16, f16, q8_0)", gk::cli::RunConvert},
     {"eval", "eval verilog: verilog-eval with iverilog (sandboxed) and pass@k; eval compare", gk::cli::RunEval},
 };
 

@@ -51,7 +51,6 @@ def finish(name, t0):
 def env():
     e = dict(os.environ)
     e.setdefault("GEMMAKIT_TOKENIZER_DIR", TOKENIZER_DIR)
-    e.pop("GEMMAKIT_ISA", None)
     return e
 
 

@@ -25,7 +25,7 @@ struct TrainRecipe {
   std::string loss = "assistant";  // "assistant" | "all"
   int64_t max_rows = -1;            // rows of the JSONL to read (-1: all)
   bool shuffle = true;              // deterministic by seed, per epoch
-  std::string batching = "padded";  // "padded" (one row per micro-batch sequence) | "packed"
+  std::string batching = "packed";  // "packed" (rows concatenated, no padding) | "padded" (rows padded to the longest)
   // [lora]
   int rank = 64;
   double alpha = 64;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "engines/train/adamw.h"
@@ -76,6 +77,12 @@ nlohmann::json Fingerprint(const TrainRecipe& r) {
   return j;
 }
 
+// What a resumed run must train on: the same rows (a JSONL edited between a kill and --resume
+// is re-tokenized into different rows under the same path).
+nlohmann::json DatasetIdentity(const TokenDataset& d) {
+  return {{"rows", d.rows()}, {"tokens", d.total_tokens()}, {"loss_tokens", d.total_loss_tokens()}};
+}
+
 std::string MetricsPath(const TrainRecipe& r) { return r.out + "/metrics.jsonl"; }
 
 // Keeps the metrics lines of steps <= step (those after it belong to progress a kill lost).
@@ -120,11 +127,13 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, cons
   s->pool = pool;
   s->dataset_dir = dataset_dir;
   GK_ASSIGN_OR_RETURN(s->dataset, TokenDataset::Open(dataset_dir));
-  const int64_t per_step = recipe.micro_batch * recipe.grad_accum;
-  if (s->dataset.rows() < per_step) {
-    return Status::Error(StrCat(dataset_dir, ": ", s->dataset.rows(), " rows, fewer than one step's ", per_step,
-                                " (micro_batch × grad_accum)"));
+  // rows < micro_batch × grad_accum, tested without forming the product (both are >= 1, but
+  // their product can overflow int64: --set batch.micro_batch=4611686018427387904).
+  if (recipe.micro_batch > s->dataset.rows() / recipe.grad_accum) {
+    return Status::Error(StrCat(dataset_dir, ": ", s->dataset.rows(), " rows, fewer than one step's ",
+                                recipe.micro_batch, " × ", recipe.grad_accum, " (micro_batch × grad_accum)"));
   }
+  const int64_t per_step = recipe.micro_batch * recipe.grad_accum;
   GK_ASSIGN_OR_RETURN(s->config, LoadModelConfig(recipe.model));
   GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(recipe.model, s->config, WeightLoadMode::kMmap));
   LoraOptions lo;
@@ -172,6 +181,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, cons
   ao.weight_decay = recipe.weight_decay;
   s->optimizer = std::make_unique<AdamW>(ao, sizes);
   s->order = std::make_unique<DataOrder>(s->dataset.rows(), per_step, recipe.seed, recipe.shuffle);
+  if (recipe.max_steps <= 0 && recipe.epochs > std::numeric_limits<int64_t>::max() / s->order->steps_per_epoch()) {
+    return Status::Error(StrCat("batch.epochs ", recipe.epochs, " × ", s->order->steps_per_epoch(),
+                                " steps an epoch overflows the step count; set batch.max_steps"));
+  }
   s->total_steps = recipe.max_steps > 0 ? recipe.max_steps : recipe.epochs * s->order->steps_per_epoch();
   s->schedule = WarmupCosineDecay{0.0, recipe.learning_rate, recipe.warmup_steps, s->total_steps,
                                   recipe.end_learning_rate, 1.0};
@@ -190,6 +203,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, cons
     if (st.value("fingerprint", nlohmann::json()) != Fingerprint(recipe)) {
       return Status::Error(StrCat(*latest, ": was trained with a different recipe (model, data, seed, lora, optim "
                                            "or batch keys differ); resume with the same recipe"));
+    }
+    if (st.contains("dataset") && st["dataset"] != DatasetIdentity(s->dataset)) {
+      return Status::Error(StrCat(*latest, ": was trained on other data (", st["dataset"].dump(), ", now ",
+                                  DatasetIdentity(s->dataset).dump(), "); resume with the same data"));
     }
     std::map<std::string, const NamedTensor*> by_name;
     for (const NamedTensor& t : ck.adapter) by_name[t.name] = &t;
@@ -246,7 +263,8 @@ Status SaveState(Trainer::State& s, int64_t step, double elapsed) {
                                         {"rows_per_step", s.recipe.micro_batch * s.recipe.grad_accum}}},
                      {"rng", {{"seed", s.recipe.seed}, {"dropout", "counter-based: MixKey(seed, micro-batch index)"}}},
                      {"elapsed_s", elapsed},
-                     {"fingerprint", Fingerprint(s.recipe)}};
+                     {"fingerprint", Fingerprint(s.recipe)},
+                     {"dataset", DatasetIdentity(s.dataset)}};
   GK_RETURN_IF_ERROR(SaveCheckpoint(s.recipe.out, c, s.recipe.keep_last));
   s.last_saved = step;
   return Status::Ok();

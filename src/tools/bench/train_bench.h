@@ -1,6 +1,6 @@
 // `gemmakit bench train`: tokens/s of one LoRA training step (TrainingModel::ForwardBackward
 // over one row of T random tokens, loss on every token), printed as a ratio to the machine's
-// fp32 FMA peak measured in the same run, with the activation memory kept for the backward
+// fp32 FMA peak measured in the same run (the trainer computes in f32 through OpenBLAS), with the activation memory kept for the backward
 // pass (with and without per-layer recomputation, `remat`).
 //
 // FLOPs per step, two counts (CountTrainFlops; P = parameters of a frozen matrix, Pl = r·in +
@@ -50,7 +50,7 @@ struct TrainBenchOptions {
   // Projections carrying a LoRA: q, k, v, o, gate, up, down (or their module names, q_proj...).
   std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
   uint64_t seed = 1;
-  int peak_repeats = 5;    // runs of the FMA-peak probe (median)
+  int peak_repeats = 5;    // runs of each FMA-peak probe (median)
 };
 
 // FLOPs of one training step over one row of T tokens (see the header comment).
@@ -95,7 +95,12 @@ struct TrainBenchResult {
   double alpha = 0;
   std::vector<std::string> targets;
   int lora_modules = 0;
+  // The fp32 FMA peak probe (MeasureFp32Peak, a median of peak_repeats) runs before the first
+  // run, before every step and after the last run; the ratios use the highest probe (the
+  // hardware's limit: on a shared machine a neighbour's load can only lower a probe, and a
+  // lowered one would flatter the ratio).
   double fp32_peak_gflops = 0;
+  std::vector<double> fp32_peak_probes;
   std::vector<TrainBenchRun> runs;  // one, or (remat, no remat) with compare_remat
 };
 

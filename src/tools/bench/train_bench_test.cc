@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "model/toy_models_test_util.h"
@@ -130,6 +131,9 @@ TEST(TrainBench, RunsOnAToyModelAndReportsTheFields) {
   EXPECT_EQ(r->lora_modules, 2 * c.num_layers);
   EXPECT_EQ(r->targets, (std::vector<std::string>{"q_proj", "v_proj"}));
   ASSERT_EQ(r->runs.size(), 2u);
+  // Probes: one before, one before each of the 2 × (1 + 2) steps, one after.
+  ASSERT_EQ(r->fp32_peak_probes.size(), 8u);
+  EXPECT_DOUBLE_EQ(r->fp32_peak_gflops, *std::max_element(r->fp32_peak_probes.begin(), r->fp32_peak_probes.end()));
   EXPECT_TRUE(r->runs[0].remat);
   EXPECT_FALSE(r->runs[1].remat);
   for (const TrainBenchRun& run : r->runs) {
@@ -156,7 +160,8 @@ TEST(TrainBench, RunsOnAToyModelAndReportsTheFields) {
   EXPECT_DOUBLE_EQ(r->runs[0].flops.useful, r->runs[1].flops.useful);
 
   const nlohmann::json j = TrainBenchToJson(*r);
-  for (const char* k : {"model", "cpu", "threads", "seq_len", "rank", "alpha", "fp32_gflops", "runs", "remat_saving"}) {
+  for (const char* k : {"model", "cpu", "threads", "seq_len", "rank", "alpha", "fp32_gflops", "fp32_gflops_probes",
+                        "runs", "remat_saving"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   for (const char* k : {"tokens_per_s", "mean_step_s", "useful_flops", "executed_flops", "useful_ratio_fp32",

@@ -1,0 +1,74 @@
+// gemmakit convert --from FORMAT --to FORMAT --in PATH --out PATH [options of the pair]
+// One front end for the checkpoint converters of tools/bridge/. Each (from, to) pair is one
+// row of kConverters; a pair with no row is refused as not supported yet.
+//   hf -> gguf: a Hugging Face Gemma 4 / Gemma 3 directory as one GGUF file for llama.cpp and
+//               Ollama (tools/bridge/gguf_export.h), --gguf-type auto|f32|bf16|f16|q8_0.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "cli/common.h"
+#include "tools/bridge/gguf_export.h"
+
+namespace gk::cli {
+namespace {
+
+// Options of every pair; each converter reads the ones it understands.
+struct ConvertArgs {
+  std::string from, to, in, out;
+  std::string gguf_type = "auto";
+};
+
+int HfToGguf(const ConvertArgs& a) {
+  auto type = bridge::ParseGgufType(a.gguf_type);
+  if (!type.ok()) return Fail(type.status());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto plan = bridge::PlanGgufExport(a.in, *type);
+  if (!plan.ok()) return Fail(plan.status());
+  for (const std::string& note : plan->notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  Status s = WriteGguf(a.out, plan->kvs, plan->tensors);
+  if (!s.ok()) return Fail(s);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(a.out, ec);
+  std::printf("wrote %s: %s, %zu tensors, %s, %.2f GB in %.1f s\n", a.out.c_str(), plan->arch.c_str(),
+              plan->tensors.size(), std::string(bridge::GgufTypeName(plan->type)).c_str(),
+              ec ? 0.0 : double(bytes) / 1e9, secs);
+  return 0;
+}
+
+struct Converter {
+  const char* from;
+  const char* to;
+  int (*run)(const ConvertArgs&);
+};
+
+const Converter kConverters[] = {
+    {"hf", "gguf", HfToGguf},
+};
+
+}  // namespace
+
+int RunConvert(int argc, char** argv) {
+  CLI::App app{"Convert a checkpoint between formats (supported: --from hf --to gguf)."};
+  ConvertArgs a;
+  app.add_option("--from", a.from, "source format (hf: a Hugging Face checkpoint directory)")->required();
+  app.add_option("--to", a.to, "target format (gguf: one file for llama.cpp / Ollama)")->required();
+  app.add_option("--in", a.in, "source path")->required();
+  app.add_option("--out", a.out, "target path")->required();
+  app.add_option("--gguf-type", a.gguf_type,
+                 "gguf: element type of the matrices: auto (the checkpoint's bf16/f16, else f16), f32, bf16, f16, "
+                 "q8_0 (norms and 1-D tensors stay f32)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "q8_0"}));
+  CLI11_PARSE(app, argc, argv);
+  std::string pairs;
+  for (const Converter& c : kConverters) {
+    if (a.from == c.from && a.to == c.to) return c.run(a);
+    pairs += StrCat(pairs.empty() ? "" : ", ", c.from, " -> ", c.to);
+  }
+  return Fail(StrCat("convert --from ", a.from, " --to ", a.to, " is not supported yet (supported: ", pairs, ")"));
+}
+
+}  // namespace gk::cli
