@@ -3,7 +3,7 @@
 # Gemma 4 model (random weights, real tokenizer), chat with it, print tokens/s, then serve it
 # over the OpenAI API, send a chat request with curl and shut the server down with SIGTERM.
 # Then a serving benchmark, a Verilog eval through the server, and a LoRA fine-tune of the
-# tiny model. Later stages (merge, report) join as they land.
+# tiny model, merged into a copy of the base and served. Cost and report join as they land.
 set -euo pipefail
 BUILD=${1:-build}
 GK="$BUILD/gemmakit"
@@ -63,3 +63,26 @@ rm -rf "$BUILD/demo/train-run"
 "$GK" train --config recipes/tiny-verilog-lora.toml --set model="$MODEL" \
   --set data="$BUILD/demo/verilog-train/sft.jsonl" --set out="$BUILD/demo/train-run"
 ls "$BUILD/demo/train-run/adapter"
+echo "== gemmakit merge: the adapter into a copy of the base (float32, rounded once to bf16, streaming)"
+rm -rf "$BUILD/demo/tiny-merged"
+"$GK" merge --base "$MODEL" --adapter "$BUILD/demo/train-run/adapter" --out "$BUILD/demo/tiny-merged"
+"$GK" verify "$MODEL" "$BUILD/demo/tiny-merged" --logits | tail -n 3 || true  # different by design: shows by how much
+echo "== gemmakit serve the merged model, one chat request, SIGTERM"
+LOG2="$BUILD/demo/serve-merged.log"
+"$GK" serve --model "$BUILD/demo/tiny-merged" --served-model-name tiny-verilog --port 0 --max-model-len 1024 >"$LOG2" 2>&1 &
+SERVER=$!
+trap 'kill -9 $SERVER 2>/dev/null || true' EXIT
+URL=
+for _ in $(seq 600); do
+  URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG2" | head -n1)
+  [ -n "$URL" ] && break
+  kill -0 $SERVER 2>/dev/null || { cat "$LOG2"; echo "demo: the merged model's server exited" >&2; exit 1; }
+  sleep 0.1
+done
+[ -n "$URL" ] || { cat "$LOG2"; echo "demo: the merged model's server did not start" >&2; exit 1; }
+curl -sS --fail-with-body "$URL/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model": "tiny-verilog", "messages": [{"role": "user", "content": "Write a Verilog counter"}], "max_tokens": 24, "temperature": 0}'
+echo
+kill -TERM $SERVER
+wait $SERVER || { cat "$LOG2"; echo "demo: the merged model's server exited with an error" >&2; exit 1; }
+trap - EXIT

@@ -3,6 +3,8 @@
 // row of kConverters; a pair with no row is refused as not supported yet.
 //   hf -> gguf: a Hugging Face Gemma 4 / Gemma 3 directory as one GGUF file for llama.cpp and
 //               Ollama (tools/bridge/gguf_export.h), --gguf-type auto|f32|bf16|f16|q8_0.
+//   hf -> orbax, orbax -> hf, peft -> qwix, qwix -> peft: tools/bridge/convert.h (Tunix layout;
+//               --config gives the Hugging Face config an Orbax item lacks; --step the step).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "cli/common.h"
+#include "tools/bridge/convert.h"
 #include "tools/bridge/gguf_export.h"
 
 namespace gk::cli {
@@ -19,7 +22,28 @@ namespace {
 struct ConvertArgs {
   std::string from, to, in, out;
   std::string gguf_type = "auto";
+  std::string config;  // Hugging Face directory whose config.json describes an Orbax tree
+  int64_t step = 0;
+  double alpha = 0;
 };
+
+int Report(const ConvertArgs& a, const Result<bridge::ConvertReport>& r) {
+  if (!r.ok()) return Fail(r.status());
+  std::printf("wrote %s (%s): %lld arrays, %.3f GB\n", a.out.c_str(), r->layout.c_str(),
+              static_cast<long long>(r->arrays), double(r->bytes) / 1e9);
+  return 0;
+}
+
+int HfToOrbax(const ConvertArgs& a) { return Report(a, bridge::HfToTunixOrbax(a.in, a.out, a.step)); }
+int OrbaxToHf(const ConvertArgs& a) { return Report(a, bridge::OrbaxToHf(a.in, a.out, a.config)); }
+int PeftToQwix(const ConvertArgs& a) {
+  if (a.config.empty()) return Fail("convert --from peft --to qwix: --config BASE_DIR gives the model's shapes");
+  return Report(a, bridge::PeftToQwixOrbax(a.in, a.config, a.out, a.step));
+}
+int QwixToPeft(const ConvertArgs& a) {
+  if (a.config.empty()) return Fail("convert --from qwix --to peft: --config BASE_DIR gives the model's shapes");
+  return Report(a, bridge::QwixOrbaxToPeft(a.in, a.config, a.out, a.alpha));
+}
 
 int HfToGguf(const ConvertArgs& a) {
   auto type = bridge::ParseGgufType(a.gguf_type);
@@ -47,21 +71,32 @@ struct Converter {
 
 const Converter kConverters[] = {
     {"hf", "gguf", HfToGguf},
+    {"hf", "orbax", HfToOrbax},
+    {"orbax", "hf", OrbaxToHf},
+    {"peft", "qwix", PeftToQwix},
+    {"qwix", "peft", QwixToPeft},
 };
 
 }  // namespace
 
 int RunConvert(int argc, char** argv) {
-  CLI::App app{"Convert a checkpoint between formats (supported: --from hf --to gguf)."};
+  CLI::App app{"Convert a checkpoint between formats: hf -> gguf|orbax, orbax -> hf, peft <-> qwix (docs/BRIDGE.md)."};
   ConvertArgs a;
-  app.add_option("--from", a.from, "source format (hf: a Hugging Face checkpoint directory)")->required();
-  app.add_option("--to", a.to, "target format (gguf: one file for llama.cpp / Ollama)")->required();
+  app.add_option("--from", a.from, "source format: hf (safetensors directory), orbax (item or step directory), peft, qwix")
+      ->required();
+  app.add_option("--to", a.to, "target format: gguf (one file for llama.cpp / Ollama), hf, orbax (a checkpoint root), peft, qwix")
+      ->required();
   app.add_option("--in", a.in, "source path")->required();
   app.add_option("--out", a.out, "target path")->required();
   app.add_option("--gguf-type", a.gguf_type,
                  "gguf: element type of the matrices: auto (the checkpoint's bf16/f16, else f16), f32, bf16, f16, "
                  "q8_0 (norms and 1-D tensors stay f32)")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "q8_0"}));
+  app.add_option("--config", a.config,
+                 "orbax/qwix: the Hugging Face directory whose config.json (and tokenizer) the tree belongs to; "
+                 "orbax -> hf without it dumps the arrays under their tree paths");
+  app.add_option("--step", a.step, "-> orbax/qwix: the step directory to write (default 0)");
+  app.add_option("--alpha", a.alpha, "qwix -> peft: the LoRA alpha of the Tunix run (Qwix stores none; default: the rank)");
   CLI11_PARSE(app, argc, argv);
   std::string pairs;
   for (const Converter& c : kConverters) {

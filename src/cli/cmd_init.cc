@@ -1,4 +1,4 @@
-// gemmakit init --preset NAME --out DIR [--seed N] [--dtype bf16|f32] [--no-weights]
+// gemmakit init --preset NAME --out DIR [--seed N] [--dtype bf16|f32] [--no-weights] [--num-layers N]
 #include <CLI/CLI.hpp>
 #include <filesystem>
 
@@ -44,10 +44,21 @@ int RunInit(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed (same seed, same bytes)");
   app.add_option("--dtype", dtype, "weight dtype")->check(CLI::IsMember({"bf16", "f32"}));
   app.add_flag("--no-weights", no_weights, "write only config files (for planning with the real shapes)");
+  int num_layers = 0;
+  app.add_option("--num-layers", num_layers,
+                 "keep the preset's tensor shapes but only its first N layers (e.g. a 31B-shaped checkpoint that fits a disk)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--tokenizer-dir", tokenizer_dir, "directory holding the Gemma 3 tokenizer.json to install");
   CLI11_PARSE(app, argc, argv);
 
   auto config = PresetConfig(preset);
+  if (config.ok() && num_layers > 0) {
+    if (num_layers > config->num_layers) {
+      return Fail(StrCat("--num-layers ", num_layers, ": the preset has ", config->num_layers));
+    }
+    config->num_layers = num_layers;
+    config->layer_types.resize(size_t(num_layers));
+  }
   if (!config.ok()) return Fail(config.status());
   RandomModelOptions o;
   o.seed = seed;

@@ -56,6 +56,7 @@ int RunEval(int argc, char** argv);   // eval verilog / eval compare (cmd_eval.c
 int RunData(int argc, char** argv);   // data synth-verilog / prepare / stats (cmd_data.cc)
 int RunTrain(int argc, char** argv);  // train (cmd_train.cc)
 int RunMerge(int argc, char** argv);  // merge (cmd_merge.cc)
+int RunVerify(int argc, char** argv);  // verify (cmd_verify.cc)
 int RunConvert(int argc, char** argv);  // convert --from hf --to gguf (cmd_convert.cc)
 
 }  // namespace gk::cli

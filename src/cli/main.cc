@@ -23,7 +23,8 @@ const Command kCommands[] = {
     {"data", "data synth-verilog (spec-to-RTL tasks, no download), data prepare (tokenize SFT rows), data stats", gk::cli::RunData},
     {"train", "LoRA fine-tuning from a TOML recipe (checkpoints, resume, metrics)", gk::cli::RunTrain},
     {"merge", "merge a LoRA (PEFT or Tunix/Qwix Orbax) into a Hugging Face checkpoint, streaming", gk::cli::RunMerge},
-    {"convert", "convert a checkpoint: --from hf --to gguf (llama.cpp / Ollama; f32, bf16, f16, q8_0)", gk::cli::RunConvert},
+    {"convert", "convert a checkpoint: hf -> gguf (llama.cpp / Ollama) or orbax (Tunix), orbax -> hf, peft <-> qwix", gk::cli::RunConvert},
+    {"verify", "compare two checkpoints (HF, PEFT, Orbax, Qwix) tensor by tensor, optionally their logits", gk::cli::RunVerify},
     {"eval", "eval verilog: verilog-eval with iverilog (sandboxed) and pass@k; eval compare", gk::cli::RunEval},
 };
 

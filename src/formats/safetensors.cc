@@ -324,6 +324,12 @@ Status SafetensorsFile::ReadInto(const TensorInfo& info, void* dst) const {
       .Wrap(StrCat("reading tensor '", info.name, "'"));
 }
 
+void SafetensorsFile::Prefetch(const TensorInfo& info) const {
+  if (info.offset + info.nbytes <= file_size_) {
+    (void)posix_fadvise(fd_, off_t(info.offset), off_t(info.nbytes), POSIX_FADV_WILLNEED);
+  }
+}
+
 Result<const uint8_t*> SafetensorsFile::Map(const TensorInfo& info) const {
   using R = Result<const uint8_t*>;
   if (info.offset + info.nbytes > file_size_ || info.offset + info.nbytes < info.offset) {

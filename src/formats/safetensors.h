@@ -50,6 +50,9 @@ class SafetensorsFile {
   Status ReadInto(const TensorInfo& info, void* dst) const;
   // Read-only view through an mmap made on first use; valid while this object lives.
   Result<const uint8_t*> Map(const TensorInfo& info) const;
+  // Asks the kernel to start reading the tensor's bytes now (posix_fadvise WILLNEED), so that a
+  // streaming reader's next ReadInto overlaps with its current work. A hint: never fails.
+  void Prefetch(const TensorInfo& info) const;
 
  private:
   friend class SafetensorsSet;  // sets TensorInfo::file_index when a file joins a set

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "engines/train/adamw.h"
 #include "engines/train/checkpoint.h"

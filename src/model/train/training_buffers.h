@@ -68,7 +68,7 @@ struct TrainingModel::LayerActs {
 // Gradients and temporaries of one micro-batch.
 struct TrainingModel::Scratch {
   std::vector<std::vector<float>> layer_inputs;  // L + 1 of (T, D): each layer's input, then the output
-  std::vector<float> x_tmp;    // (T, D) the recomputed layer output under remat (unused)
+  std::vector<float> x_tmp;    // (T, D) where a remat recompute puts the layer output (already known)
   std::vector<float> dx;       // (T, D) gradient of the residual stream
   std::vector<float> dxn;      // (T, D) gradient of a norm's output
   std::vector<float> dd;       // (T, D)

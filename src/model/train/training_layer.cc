@@ -53,8 +53,7 @@ void TrainingModel::LinearBackward(int l, LoraTarget t, const MatrixView& w, con
   }
   float* g = s_->lora_dx.data();
   Sgemm(false, false, T_, in, r, 1.f, du, r, m->a.data(), in, 0.f, g, in);
-  // Through the mask: xd is zero exactly where the element was dropped (or x was zero, where
-  // the mask must be redrawn to tell).
+  // Through the mask, redrawn from its key (xd == 0 cannot tell a dropped element from x == 0).
   const float p = float(adapter_->options().dropout), keep_scale = 1.f / (1.f - p);
   const uint64_t key = MixKey(MixKey(dropout_key_, uint64_t(l)), uint64_t(t));
   pool_->ParallelFor(T_ * in, [&](int64_t b, int64_t e, int) {

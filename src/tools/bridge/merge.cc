@@ -77,12 +77,16 @@ Result<MergeReport> MergeLora(const std::string& base_dir, const LoraSource& lor
     for (const TensorInfo& t : file.tensors()) order.push_back(&t);
     std::sort(order.begin(), order.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
     std::vector<TensorSpec> specs;
-    for (const TensorInfo* t : order) {
+    for (size_t k = 0; k < order.size(); ++k) {
+      const TensorInfo* t = order[k];
+      const TensorInfo* next = k + 1 < order.size() ? order[k + 1] : nullptr;
       rep.largest_tensor_bytes = std::max<uint64_t>(rep.largest_tensor_bytes, t->nbytes);
       auto it = module_of.find(t->name);
       const std::string module = it == module_of.end() ? "" : it->second;
-      specs.push_back({t->name, t->dtype, t->shape, [&file, t, module, &lora, &rep](uint8_t* dst, size_t n) -> Status {
+      specs.push_back({t->name, t->dtype, t->shape, [&file, t, next, module, &lora, &rep](uint8_t* dst, size_t n) -> Status {
                          GK_RETURN_IF_ERROR(file.ReadInto(*t, dst));
+                         // The disk reads the next tensor while this one is merged and written.
+                         if (next) file.Prefetch(*next);
                          if (module.empty()) return Status::Ok();
                          GK_ASSIGN_OR_RETURN(LoraFactors f, lora.Factors(module));
                          if (f.out != t->shape[0] || f.in != t->shape[1]) {
