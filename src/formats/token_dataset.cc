@@ -34,14 +34,6 @@ std::string ShardName(size_t i) {
   return buf;
 }
 
-Status FsyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::Error(StrCat("cannot open directory ", dir, " to fsync it: ", Errno()));
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return Status::Error(StrCat("fsync of directory ", dir, ": ", Errno()));
-  return Status::Ok();
-}
 
 Status RemoveTree(const fs::path& p) {
   std::error_code ec;
@@ -50,21 +42,6 @@ Status RemoveTree(const fs::path& p) {
   return Status::Ok();
 }
 
-// Removes the temporary directory unless it was moved into place.
-class TmpDirGuard {
- public:
-  explicit TmpDirGuard(fs::path p) : path_(std::move(p)) {}
-  ~TmpDirGuard() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
-  }
-  void Release() { path_.clear(); }
-
- private:
-  fs::path path_;
-};
 
 Status CheckRow(const TokenRow& row, size_t i) {
   if (row.tokens.empty()) return Status::Error(StrCat("row ", i, " is empty; every row needs at least one token"));

@@ -46,13 +46,6 @@ std::vector<MatrixRef> AllMatrices(ModelWeights* w) {
   return all;
 }
 
-Result<std::string> DetectPrefix(const SafetensorsSet& set, const std::string& dir) {
-  for (const char* p : {"model.language_model.", "model.", "language_model.model.", ""}) {
-    if (set.Find(std::string(p) + "embed_tokens.weight")) return std::string(p);
-  }
-  return Result<std::string>::Error(StrCat(dir, ": no embed_tokens.weight tensor; is this a Gemma checkpoint?"));
-}
-
 }  // namespace
 
 Result<QuantType> ParseQuantType(std::string_view name) {
@@ -106,7 +99,7 @@ Status WriteQuantizedCheckpoint(const std::string& model_dir, const std::string&
   GK_ASSIGN_OR_RETURN(ModelWeights w, LoadWeights(model_dir, config, WeightLoadMode::kMmap));
   GK_RETURN_IF_ERROR(QuantizeWeights(&w, type));
   GK_ASSIGN_OR_RETURN(SafetensorsSet set, SafetensorsSet::Open(model_dir));
-  GK_ASSIGN_OR_RETURN(std::string prefix, DetectPrefix(set, model_dir));
+  GK_ASSIGN_OR_RETURN(std::string prefix, DetectWeightPrefix(set, model_dir));
   std::set<std::string> ignored;
   const std::vector<WeightSlot> slots = WeightSlots(config, prefix, &w, &ignored);
   std::map<std::string, const WeightSlot*> by_name;

@@ -30,13 +30,6 @@ bool IsSkipped(const std::string& name) {
   return false;
 }
 
-Result<std::string> DetectPrefix(const SafetensorsSet& set) {
-  for (const char* p : {"model.language_model.", "model.", "language_model.model.", ""}) {
-    if (set.Find(std::string(p) + "embed_tokens.weight")) return std::string(p);
-  }
-  return Result<std::string>::Error("no embed_tokens.weight tensor (looked for model.language_model.embed_tokens.weight and model.embed_tokens.weight); is this a Gemma checkpoint?");
-}
-
 }  // namespace
 
 std::vector<WeightSlot> WeightSlots(const ModelConfig& c, const std::string& p, ModelWeights* w,
@@ -167,22 +160,20 @@ Status CheckNamesAndShapes(const SafetensorsSet& set, const std::vector<WeightSl
 }
 
 
-void ToF32(DType dt, const uint8_t* src, int64_t n, float* dst) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t h;
-    switch (dt) {
-      case DType::kF32: std::memcpy(&dst[i], src + 4 * i, 4); break;
-      case DType::kBF16: std::memcpy(&h, src + 2 * i, 2); dst[i] = Bf16ToF32(h); break;
-      default: std::memcpy(&h, src + 2 * i, 2); dst[i] = F16ToF32(h); break;
-    }
-  }
-}
 
 }  // namespace
 
+Result<std::string> DetectWeightPrefix(const SafetensorsSet& set, const std::string& where) {
+  for (const char* p : {"model.language_model.", "model.", "language_model.model.", ""}) {
+    if (set.Find(std::string(p) + "embed_tokens.weight")) return std::string(p);
+  }
+  return Status::Error(StrCat(where, ": no embed_tokens.weight tensor (looked for model.language_model.embed_tokens.weight "
+                              "and model.embed_tokens.weight); is this a Gemma checkpoint?"));
+}
+
 Result<ModelWeights> LoadWeights(const std::string& dir, const ModelConfig& c, WeightLoadMode mode) {
   GK_ASSIGN_OR_RETURN(SafetensorsSet set, SafetensorsSet::Open(dir));
-  GK_ASSIGN_OR_RETURN(std::string prefix, DetectPrefix(set));
+  GK_ASSIGN_OR_RETURN(std::string prefix, DetectWeightPrefix(set, dir));
   ModelWeights w;
   std::set<std::string> ignored;
   std::vector<WeightSlot> expected = WeightSlots(c, prefix, &w, &ignored);
@@ -217,7 +208,7 @@ Result<ModelWeights> LoadWeights(const std::string& dir, const ModelConfig& c, W
       } else if (t.dtype == DType::kF16) {
         tmp.resize(t.nbytes);
         GK_RETURN_IF_ERROR(set.ReadInto(t, tmp.data()));
-        ToF32(t.dtype, tmp.data(), t.numel(), reinterpret_cast<float*>(cursor));
+        WidenToF32(t.dtype, tmp.data(), t.numel(), reinterpret_cast<float*>(cursor));
         data = cursor;
         cursor += (stored_bytes(t) + 63) / 64 * 64;
       } else {
@@ -239,7 +230,7 @@ Result<ModelWeights> LoadWeights(const std::string& dir, const ModelConfig& c, W
     tmp.resize(t.nbytes);
     GK_RETURN_IF_ERROR(set.ReadInto(t, tmp.data()));
     std::vector<float> f(size_t(t.numel()));
-    ToF32(t.dtype, tmp.data(), t.numel(), f.data());
+    WidenToF32(t.dtype, tmp.data(), t.numel(), f.data());
     for (float& v : f) v += x.add;
     if (x.scalar) *x.scalar = f[0];
     else *x.vec = std::move(f);

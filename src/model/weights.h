@@ -100,6 +100,12 @@ void ForEachMatrix(W& w, Fn fn) {
   }
 }
 
+class SafetensorsSet;
+
+// The prefix a checkpoint's decoder tensors sit under ("model.language_model.", "model.",
+// "language_model.model." or ""), found from its embed_tokens.weight; `where` names it in the error.
+Result<std::string> DetectWeightPrefix(const SafetensorsSet& set, const std::string& where);
+
 enum class WeightLoadMode { kCopy, kMmap };
 
 // Reads every tensor the config calls for, checking names and shapes. Missing, extra or

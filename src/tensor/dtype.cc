@@ -1,5 +1,7 @@
 #include "tensor/dtype.h"
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -156,6 +158,18 @@ void ConvertFromF32(DType dst, const float* src, int64_t n, void* dst_ptr) {
   }
   std::fprintf(stderr, "ConvertFromF32: unsupported destination dtype %s\n", std::string(DTypeName(dst)).c_str());
   std::abort();
+}
+
+void WidenToF32(DType dt, const uint8_t* src, int64_t n, float* dst) {
+  if (dt == DType::kF32) {
+    std::memcpy(dst, src, size_t(n) * 4);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    dst[i] = dt == DType::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
+  }
 }
 
 }  // namespace gk

@@ -85,4 +85,20 @@ Result<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+Status FsyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::Error(StrCat("cannot open directory ", dir, " to fsync it: ", Errno()));
+  const int rc = ::fsync(fd);
+  const std::string err = Errno();
+  ::close(fd);
+  if (rc != 0) return Status::Error(StrCat("fsync of directory ", dir, ": ", err));
+  return Status::Ok();
+}
+
+TmpDirGuard::~TmpDirGuard() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
 }  // namespace gk

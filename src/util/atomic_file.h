@@ -32,6 +32,24 @@ class AtomicFile {
 
 // Whole-file helpers.
 Status WriteFileAtomic(const std::string& path, std::string_view contents);
+
+// fsync of a directory makes the entries created or renamed in it durable; without it a power
+// loss could undo a rename that the caller already relied on.
+Status FsyncDir(const std::string& dir);
+
+// Removes a temporary directory (recursively) when it goes out of scope, unless Release() was
+// called because the directory was moved into place.
+class TmpDirGuard {
+ public:
+  explicit TmpDirGuard(std::string path) : path_(std::move(path)) {}
+  ~TmpDirGuard();
+  TmpDirGuard(const TmpDirGuard&) = delete;
+  TmpDirGuard& operator=(const TmpDirGuard&) = delete;
+  void Release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
 Result<std::string> ReadFile(const std::string& path);
 
 }  // namespace gk

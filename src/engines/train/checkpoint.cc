@@ -33,17 +33,6 @@ constexpr const char* kTmpMarker = ".tmp-";
 
 std::string Errno() { return std::strerror(errno); }
 
-// fsync of a directory makes the entries created or renamed in it durable; without it a power
-// loss could undo a rename that the caller already relied on.
-Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::Error(StrCat("cannot open directory ", dir, " to fsync it: ", Errno()));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return Status::Error(StrCat("fsync of directory ", dir, ": ", std::strerror(err)));
-  return Status::Ok();
-}
 
 // "checkpoint-<N>" with N in canonical decimal (no sign, no leading zeros), as we write it; any
 // other name is not ours and is ignored.
@@ -195,21 +184,6 @@ Result<std::vector<NamedTensor>> ReadTensors(const std::string& path) {
   return out;
 }
 
-// Removes the temporary directory unless the save got far enough to rename it away.
-class TmpDirGuard {
- public:
-  explicit TmpDirGuard(fs::path p) : path_(std::move(p)) {}
-  ~TmpDirGuard() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
-  }
-  void Release() { path_.clear(); }
-
- private:
-  fs::path path_;
-};
 
 // Puts the finished tmp directory at `final_dir`. If a checkpoint of the same step exists
 // already (a resumed run saving that step again), the two are swapped in one atomic

@@ -234,15 +234,7 @@ Result<LoraAdapter> LoraAdapter::LoadPeft(const std::string& dir, const ModelCon
     }
     std::vector<uint8_t> raw(t.nbytes);
     GK_RETURN_IF_ERROR(file->ReadInto(t, raw.data()));
-    std::vector<float>& dst = is_a ? m.a : m.b;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      uint16_t h;
-      if (t.dtype == DType::kF32) std::memcpy(&dst[size_t(i)], raw.data() + 4 * i, 4);
-      else {
-        std::memcpy(&h, raw.data() + 2 * i, 2);
-        dst[size_t(i)] = t.dtype == DType::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
-      }
-    }
+    WidenToF32(t.dtype, raw.data(), t.numel(), (is_a ? m.a : m.b).data());
     (is_a ? seen_a : seen_b)[size_t(it->second.first)] = 1;
   }
   // Keep the modules that have both factors; one factor alone is a broken file.

@@ -12,6 +12,7 @@
 #include "formats/safetensors.h"
 #include "model/config.h"
 #include "model/tunix_layout.h"
+#include "model/weights.h"
 #include "tensor/dtype.h"
 #include "tools/bridge/lora_source.h"
 #include "util/atomic_file.h"
@@ -40,22 +41,12 @@ std::vector<int> KeyTypes(const std::vector<std::string>& path) {
   return t;
 }
 
-Result<std::string> DetectHfPrefix(const SafetensorsSet& set, const std::string& where) {
-  for (const std::string& n : set.Names()) {
-    if (n.ends_with("embed_tokens.weight") && n.find("vision") == std::string::npos &&
-        n.find("audio") == std::string::npos && n.find("per_layer") == std::string::npos) {
-      return n.substr(0, n.size() - std::string("embed_tokens.weight").size());
-    }
-  }
-  return Status::Error(StrCat(where, ": no embed_tokens.weight tensor"));
-}
-
 // The prefix a config's own checkpoints use: its safetensors if there are any, else Gemma 4's
 // multimodal layout (what ModelConfigToJson writes) or Gemma 3's causal-LM one.
 std::string PrefixFor(const std::string& config_dir, const ModelConfig& c) {
   auto set = SafetensorsSet::Open(config_dir);
   if (set.ok()) {
-    auto p = DetectHfPrefix(*set, config_dir);
+    auto p = DetectWeightPrefix(*set, config_dir);
     if (p.ok()) return *p;
   }
   return c.arch == Arch::kGemma4 ? "model.language_model." : "model.";
@@ -100,7 +91,7 @@ Result<ConvertReport> HfToTunixOrbax(const std::string& hf_dir, const std::strin
   GK_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(hf_dir));
   GK_ASSIGN_OR_RETURN(auto set, SafetensorsSet::Open(hf_dir));
   auto shared = std::make_shared<SafetensorsSet>(std::move(set));
-  GK_ASSIGN_OR_RETURN(std::string prefix, DetectHfPrefix(*shared, hf_dir));
+  GK_ASSIGN_OR_RETURN(std::string prefix, DetectWeightPrefix(*shared, hf_dir));
   GK_ASSIGN_OR_RETURN(std::vector<TunixArray> layout, TunixBaseLayout(c, prefix));
   std::vector<orbax::ArraySpec> specs;
   ConvertReport rep;

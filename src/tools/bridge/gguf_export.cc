@@ -502,23 +502,6 @@ bool IsSkippedTensor(const std::string& name) {
   return false;
 }
 
-Result<std::string> DetectPrefix(const SafetensorsSet& set, const std::string& dir) {
-  for (const char* p : {"model.language_model.", "model.", "language_model.model.", ""}) {
-    if (set.Find(std::string(p) + "embed_tokens.weight")) return std::string(p);
-  }
-  return Result<std::string>::Error(StrCat(dir, ": no embed_tokens.weight tensor (looked for model.language_model.embed_tokens.weight and model.embed_tokens.weight); is this a Gemma checkpoint?"));
-}
-
-void RowToF32(DType dt, const uint8_t* src, int64_t n, float* dst) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t h;
-    switch (dt) {
-      case DType::kF32: std::memcpy(&dst[i], src + 4 * i, 4); break;
-      case DType::kBF16: std::memcpy(&h, src + 2 * i, 2); dst[i] = Bf16ToF32(h); break;
-      default: std::memcpy(&h, src + 2 * i, 2); dst[i] = F16ToF32(h); break;
-    }
-  }
-}
 
 // Writes `rows` rows of `row` floats each (produced by `get_row`) as `out` into dst.
 template <class GetRow>
@@ -774,7 +757,7 @@ Result<GgufExportPlan> PlanGgufExport(const std::string& dir, GgufType type) {
   GK_ASSIGN_OR_RETURN(SafetensorsSet set_value, SafetensorsSet::Open(dir));
   auto set = std::make_shared<const SafetensorsSet>(std::move(set_value));
   plan.source = set;
-  GK_ASSIGN_OR_RETURN(std::string prefix, DetectPrefix(*set, dir));
+  GK_ASSIGN_OR_RETURN(std::string prefix, DetectWeightPrefix(*set, dir));
   std::set<std::string> ignored;
   const std::vector<WeightSlot> slots = WeightSlots(c, prefix, nullptr, &ignored);
 
@@ -846,7 +829,7 @@ Result<GgufExportPlan> PlanGgufExport(const std::string& dir, GgufType type) {
       const size_t es = DTypeSize(info.dtype);
       EncodeRows(out, info.numel() / row, row,
                  [&](int64_t r, float* buf) {
-                   RowToF32(info.dtype, src + size_t(r * row) * es, row, buf);
+                   WidenToF32(info.dtype, src + size_t(r * row) * es, row, buf);
                    if (add != 0.f) {
                      for (int64_t i = 0; i < row; ++i) buf[i] += add;
                    }

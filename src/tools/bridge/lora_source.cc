@@ -22,15 +22,7 @@ Status ReadF32(const SafetensorsFile& f, const TensorInfo& t, std::vector<float>
   std::vector<uint8_t> raw(t.nbytes);
   GK_RETURN_IF_ERROR(f.ReadInto(t, raw.data()));
   out->resize(size_t(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    uint16_t h;
-    if (t.dtype == DType::kF32) {
-      std::memcpy(&(*out)[size_t(i)], raw.data() + 4 * i, 4);
-    } else {
-      std::memcpy(&h, raw.data() + 2 * i, 2);
-      (*out)[size_t(i)] = t.dtype == DType::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
-    }
-  }
+  WidenToF32(t.dtype, raw.data(), t.numel(), out->data());
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 #include "formats/safetensors.h"
 #include "model/config.h"
 #include "model/tunix_layout.h"
+#include "model/weights.h"
 #include "tensor/dtype.h"
 #include "tools/bridge/lora_source.h"
 
@@ -19,16 +20,8 @@ Result<std::vector<float>> ReadArrayF32(const orbax::Item& item, const orbax::Ar
   }
   std::vector<uint8_t> raw(a.nbytes());
   GK_RETURN_IF_ERROR(item.Read(a, raw.data()));
-  std::vector<float> out(size_t(a.numel()));
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    uint16_t h;
-    if (a.dtype == DType::kF32) {
-      std::memcpy(&out[size_t(i)], raw.data() + 4 * i, 4);
-    } else {
-      std::memcpy(&h, raw.data() + 2 * i, 2);
-      out[size_t(i)] = a.dtype == DType::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
-    }
-  }
+  std::vector<float> out(static_cast<size_t>(a.numel()));
+  WidenToF32(a.dtype, raw.data(), a.numel(), out.data());
   return out;
 }
 
@@ -73,23 +66,13 @@ class QwixLoraSource : public LoraSource {
   float scaling_ = 1.f;
 };
 
-Result<std::string> HfPrefix(const std::string& base_dir) {
-  GK_ASSIGN_OR_RETURN(SafetensorsSet set, SafetensorsSet::Open(base_dir));
-  for (const std::string& n : set.Names()) {
-    if (n.ends_with("embed_tokens.weight") && n.find("vision") == std::string::npos &&
-        n.find("audio") == std::string::npos && n.find("per_layer") == std::string::npos) {
-      return n.substr(0, n.size() - std::string("embed_tokens.weight").size());
-    }
-  }
-  return Status::Error(StrCat(base_dir, ": no embed_tokens.weight tensor"));
-}
-
 }  // namespace
 
 Result<std::unique_ptr<LoraSource>> OpenQwixLoraSource(const std::string& item_dir, const std::string& base_dir,
                                                        double alpha) {
   GK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(base_dir));
-  GK_ASSIGN_OR_RETURN(std::string prefix, HfPrefix(base_dir));
+  GK_ASSIGN_OR_RETURN(SafetensorsSet base, SafetensorsSet::Open(base_dir));
+  GK_ASSIGN_OR_RETURN(std::string prefix, DetectWeightPrefix(base, base_dir));
   auto src = std::make_unique<QwixLoraSource>();
   GK_ASSIGN_OR_RETURN(src->item_, orbax::Item::Open(item_dir));
   // Arrays by their layout key; the rank from the first factor.
