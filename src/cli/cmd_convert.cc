@@ -3,6 +3,7 @@
 // row of kConverters; a pair with no row is refused as not supported yet.
 //   hf -> gguf: a Hugging Face Gemma 4 / Gemma 3 directory as one GGUF file for llama.cpp and
 //               Ollama (tools/bridge/gguf_export.h), --gguf-type auto|f32|bf16|f16|q8_0.
+//   orbax -> gguf: a Tunix Gemma tree (with --config) through a temporary Hugging Face directory.
 //   hf -> orbax, orbax -> hf, peft -> qwix, qwix -> peft: tools/bridge/convert.h (Tunix layout;
 //               --config gives the Hugging Face config an Orbax item lacks; --step the step).
 #include <CLI/CLI.hpp>
@@ -10,8 +11,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <unistd.h>
 
 #include "cli/common.h"
+#include "model/config.h"
 #include "tools/bridge/convert.h"
 #include "tools/bridge/gguf_export.h"
 
@@ -45,11 +48,11 @@ int QwixToPeft(const ConvertArgs& a) {
   return Report(a, bridge::QwixOrbaxToPeft(a.in, a.config, a.out, a.alpha));
 }
 
-int HfToGguf(const ConvertArgs& a) {
+int WriteGgufFrom(const ConvertArgs& a, const std::string& hf, const std::string& model_name) {
   auto type = bridge::ParseGgufType(a.gguf_type);
   if (!type.ok()) return Fail(type.status());
   const auto t0 = std::chrono::steady_clock::now();
-  auto plan = bridge::PlanGgufExport(a.in, *type);
+  auto plan = bridge::PlanGgufExport(hf, *type, model_name);
   if (!plan.ok()) return Fail(plan.status());
   for (const std::string& note : plan->notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   Status s = WriteGguf(a.out, plan->kvs, plan->tensors);
@@ -63,6 +66,31 @@ int HfToGguf(const ConvertArgs& a) {
   return 0;
 }
 
+int HfToGguf(const ConvertArgs& a) { return WriteGgufFrom(a, a.in, ""); }
+
+// Through a Hugging Face directory beside --out (same file system, removed afterwards): the
+// GGUF export reads safetensors. Disk use peaks at twice the model; memory stays one tensor.
+int OrbaxToGguf(const ConvertArgs& a) {
+  if (a.config.empty()) return Fail("convert --from orbax --to gguf: --config HF_DIR gives the config and tokenizer of the tree");
+  namespace fs = std::filesystem;
+  const std::string tmp = StrCat(a.out, ".hf-tmp-", getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  auto r = bridge::OrbaxToHf(a.in, tmp, a.config);
+  int rc = 0;
+  // With a config, OrbaxToHf reads a Gemma tree or fails naming the missing array.
+  if (!r.ok()) {
+    rc = Fail(r.status());
+  } else {
+    // general.name as an export from the config's own directory would give it.
+    fs::path p = fs::path(CheckpointDirOf(a.config)).lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();
+    rc = WriteGgufFrom(a, tmp, p.filename().string());
+  }
+  fs::remove_all(tmp, ec);
+  return rc;
+}
+
 struct Converter {
   const char* from;
   const char* to;
@@ -73,6 +101,7 @@ const Converter kConverters[] = {
     {"hf", "gguf", HfToGguf},
     {"hf", "orbax", HfToOrbax},
     {"orbax", "hf", OrbaxToHf},
+    {"orbax", "gguf", OrbaxToGguf},
     {"peft", "qwix", PeftToQwix},
     {"qwix", "peft", QwixToPeft},
 };
@@ -80,9 +109,9 @@ const Converter kConverters[] = {
 }  // namespace
 
 int RunConvert(int argc, char** argv) {
-  CLI::App app{"Convert a checkpoint between formats: hf -> gguf|orbax, orbax -> hf, peft <-> qwix (docs/BRIDGE.md)."};
+  CLI::App app{"Convert a checkpoint between formats: hf -> gguf|orbax, orbax -> hf|gguf, peft <-> qwix (docs/BRIDGE.md)."};
   ConvertArgs a;
-  app.add_option("--from", a.from, "source format: hf (safetensors directory), orbax (item or step directory), peft, qwix")
+  app.add_option("--from", a.from, "source format: hf (safetensors directory or one .safetensors file), orbax (item or step directory), peft, qwix")
       ->required();
   app.add_option("--to", a.to, "target format: gguf (one file for llama.cpp / Ollama), hf, orbax (a checkpoint root), peft, qwix")
       ->required();

@@ -12,7 +12,7 @@
 namespace gk::cli {
 
 int RunVerify(int argc, char** argv) {
-  CLI::App app{"Compare two checkpoints (Hugging Face, PEFT, Tunix Orbax, Qwix LoRA) tensor by tensor"};
+  CLI::App app{"Compare two checkpoints (Hugging Face, PEFT, Tunix Orbax, Qwix LoRA, GGUF) tensor by tensor"};
   std::string a, b;
   bridge::VerifyOptions o;
   double atol = 0;

@@ -24,7 +24,7 @@ const Command kCommands[] = {
     {"train", "LoRA fine-tuning from a TOML recipe (checkpoints, resume, metrics)", gk::cli::RunTrain},
     {"merge", "merge a LoRA (PEFT or Tunix/Qwix Orbax) into a Hugging Face checkpoint, streaming", gk::cli::RunMerge},
     {"convert", "convert a checkpoint: hf -> gguf (llama.cpp / Ollama) or orbax (Tunix), orbax -> hf, peft <-> qwix", gk::cli::RunConvert},
-    {"verify", "compare two checkpoints (HF, PEFT, Orbax, Qwix) tensor by tensor, optionally their logits", gk::cli::RunVerify},
+    {"verify", "compare two checkpoints (HF, PEFT, Orbax, Qwix, GGUF) tensor by tensor, optionally their logits", gk::cli::RunVerify},
     {"eval", "eval verilog: verilog-eval with iverilog (sandboxed) and pass@k; eval compare", gk::cli::RunEval},
 };
 

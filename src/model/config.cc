@@ -243,7 +243,15 @@ Status ValidateModelConfig(const ModelConfig& c) {
   return Status::Ok();
 }
 
-Result<ModelConfig> LoadModelConfig(const std::string& model_dir) {
+std::string CheckpointDirOf(const std::string& dir_or_file) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(dir_or_file, ec)) return dir_or_file;
+  const std::string parent = std::filesystem::path(dir_or_file).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+Result<ModelConfig> LoadModelConfig(const std::string& dir_or_file) {
+  const std::string model_dir = CheckpointDirOf(dir_or_file);
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   GK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);

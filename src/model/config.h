@@ -72,7 +72,12 @@ struct ModelConfig {
 
 // Parses a config.json object. Errors name the missing or invalid field.
 Result<ModelConfig> ParseModelConfig(const nlohmann::json& j);
+// model_dir: a Hugging Face checkpoint directory, or one of its .safetensors files (config.json,
+// tokenizer and generation_config.json are then read from the file's directory).
 Result<ModelConfig> LoadModelConfig(const std::string& model_dir);
+// The directory that holds a checkpoint's config and tokenizer: the path itself, or the
+// directory of a .safetensors file.
+std::string CheckpointDirOf(const std::string& dir_or_file);
 // Serialises in the Hugging Face layout: Gemma 4 as Gemma4ForConditionalGeneration with a
 // text_config (multimodal layout), Gemma 3 as Gemma3ForCausalLM.
 nlohmann::json ModelConfigToJson(const ModelConfig& c);

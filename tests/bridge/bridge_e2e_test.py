@@ -7,12 +7,16 @@
 * the merge equals an independent numpy merge: round_bf16(W + alpha/r * B @ A) for every adapted
   tensor, to one bf16 ulp (f32 summation order), and untouched tensors are byte-identical;
 * merging the same LoRA from PEFT and from its Qwix Orbax form gives the same checkpoint;
+* one .safetensors file works as a checkpoint (convert, merge: same results as its directory);
+* verify maps a checkpoint to GGUF names against a GGUF file: a bf16 export is "same", a q8_0
+  one differs by at most Q8_0's half step; orbax -> gguf writes the same bytes as hf -> gguf;
 * verify --logits runs both models; bad input gives one error line and a non-zero exit.
 Runs with Debian's python3 (numpy); the oracle's safetensors reader is tests/oracle/gemma_ref.py.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -180,6 +184,51 @@ def main():
         check(p.returncode == 1 and "logits on a" in p.stdout, f"verify --logits base vs merged: {p.returncode} {p.stdout}")
         p = run(gk, ["merge", "--base", base, "--adapter", shared, "--out", m1], ok=False)
         check(p.returncode == 1 and "already exists" in p.stderr, f"merge over an existing dir: {p.stderr}")
+
+        print("one .safetensors file as the checkpoint", flush=True)
+        one = os.path.join(base, "model.safetensors")
+        run(gk, ["convert", "--from", "hf", "--to", "orbax", "--in", one, "--out", os.path.join(w, "orbax-one")])
+        p = run(gk, ["verify", base, os.path.join(w, "orbax-one", "0"), "--config", one])
+        check(p.stdout.strip().endswith("same"), f"verify HF dir vs Orbax from one file: {p.stdout}")
+        m3 = os.path.join(w, "merged-one")
+        run(gk, ["merge", "--base", one, "--adapter", shared, "--out", m3])
+        check(sorted(os.listdir(m3)) == sorted(n for n in os.listdir(m1)), f"merge of one file: {os.listdir(m3)}")
+        p = run(gk, ["verify", m1, m3])
+        check(p.stdout.strip().endswith("same"), f"merge of the dir and of its one file differ: {p.stdout}")
+
+        print("GGUF: export, verify against the source, orbax -> gguf", flush=True)
+        g_bf16, g_q8 = os.path.join(w, "tiny-bf16.gguf"), os.path.join(w, "tiny-q8.gguf")
+        run(gk, ["convert", "--from", "hf", "--to", "gguf", "--in", one, "--out", g_bf16, "--gguf-type", "bf16"])
+        p = run(gk, ["verify", base, g_bf16, "--all"])
+        check(p.stdout.strip().endswith("same") and "blk.0.attn_q.weight" in p.stdout and "rope_freqs.weight" in p.stdout,
+              f"verify HF vs its bf16 GGUF: {p.stdout[-600:]}")
+        run(gk, ["convert", "--from", "hf", "--to", "gguf", "--in", base, "--out", g_q8, "--gguf-type", "q8_0"])
+        p = run(gk, ["verify", g_q8, base, "--all"], ok=False)
+        rows = {m.group(1): (float(m.group(2)), float(m.group(3)))
+                for m in re.finditer(r"^\| (\S+) \| ([0-9.e+-]+) \| ([0-9.e+-]+) \|$", p.stdout, re.M)}
+        q = rows.get("blk.0.ffn_up.weight", (0, 1))
+        # Q8_0 keeps x to within half a step of max|block| / 127 (plus the f16 scale's rounding).
+        check(p.returncode == 1 and p.stdout.strip().endswith("different") and 0 < q[0] and q[1] < 0.6 / 127,
+              f"verify q8_0 GGUF: want a small non-zero error on blk.0.ffn_up.weight, got {q}: {p.stdout[-400:]}")
+        check(rows.get("blk.0.attn_norm.weight", (1, 1))[0] == 0, "q8_0 export changed a norm (they stay f32)")
+        p = run(gk, ["verify", g_q8, base, "--atol", "0.01"])
+        check(p.stdout.strip().endswith("same"), f"verify q8_0 GGUF within --atol 0.01: {p.stdout[-300:]}")
+        p = run(gk, ["verify", step, g_bf16, "--config", base])
+        check(p.stdout.strip().endswith("same"), f"verify Tunix Orbax vs the GGUF: {p.stdout[-300:]}")
+        g_orbax = os.path.join(w, "from-orbax.gguf")
+        run(gk, ["convert", "--from", "orbax", "--to", "gguf", "--in", step, "--config", base, "--out", g_orbax,
+                 "--gguf-type", "bf16"])
+        with open(g_bf16, "rb") as f1, open(g_orbax, "rb") as f2:
+            check(f1.read() == f2.read(), "orbax -> gguf differs from hf -> gguf of the same weights")
+        check(not any(".hf-tmp-" in n for n in os.listdir(w)), "orbax -> gguf left its temporary directory")
+        for args, words in [(["verify", g_bf16, shared], "PEFT adapter cannot"),
+                            (["verify", g_bf16, base, "--logits"], "does not load GGUF"),
+                            (["convert", "--from", "orbax", "--to", "gguf", "--in", step, "--out", os.path.join(w, "n.gguf")],
+                             "--config")]:
+            p = run(gk, args, ok=False)
+            lines = [l for l in p.stderr.strip().split("\n") if l]
+            check(0 < p.returncode < 128 and len(lines) == 1 and words in p.stderr,
+                  f"{' '.join(args[:4])}: want one error line with {words!r}, got {p.returncode}: {p.stderr}")
 
         print("bad input", flush=True)
         for args, words in [

@@ -15,6 +15,7 @@
 #include "model/weights.h"
 #include "tensor/dtype.h"
 #include "tools/bridge/lora_source.h"
+#include "tools/bridge/side_files.h"
 #include "util/atomic_file.h"
 
 namespace gk::bridge {
@@ -50,17 +51,6 @@ std::string PrefixFor(const std::string& config_dir, const ModelConfig& c) {
     if (p.ok()) return *p;
   }
   return c.arch == Arch::kGemma4 ? "model.language_model." : "model.";
-}
-
-Status CopyNonTensorFiles(const std::string& from_dir, const std::string& to_dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(from_dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || e.path().extension() == ".safetensors" || name == "model.safetensors.index.json") continue;
-    fs::copy_file(e.path(), fs::path(to_dir) / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) return Status::Error(StrCat("copying ", e.path().string(), ": ", ec.message()));
-  }
-  return Status::Ok();
 }
 
 // The last array an Item read, so that kv_einsum's two HF tensors read it once.
@@ -195,7 +185,7 @@ Result<ConvertReport> OrbaxToHf(const std::string& item_or_step, const std::stri
   fs::create_directories(tmp, ec);
   if (ec) return Status::Error(StrCat(tmp, ": cannot create: ", ec.message()));
   Status s = WriteSafetensorsDir(tmp, specs, 5ull << 30);
-  if (s.ok() && gemma) s = CopyNonTensorFiles(config_dir, tmp);
+  if (s.ok() && gemma) s = CopyCheckpointSideFiles(config_dir, tmp, /*keep_index=*/false);
   if (!s.ok()) {
     fs::remove_all(tmp, ec);
     return s;

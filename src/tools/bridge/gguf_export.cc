@@ -746,18 +746,20 @@ Result<std::vector<SpmPiece>> ParseSentencePieceModel(std::string_view bytes, co
   return out;
 }
 
-Result<GgufExportPlan> PlanGgufExport(const std::string& dir, GgufType type) {
+Result<GgufExportPlan> PlanGgufExport(const std::string& path, GgufType type, const std::string& model_name) {
   using R = Result<GgufExportPlan>;
   GgufExportPlan plan;
-  GK_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(dir));
+  // path: the checkpoint directory or one .safetensors file; config and tokenizer sit in `dir`.
+  const std::string dir = CheckpointDirOf(path);
+  GK_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(path));
   const bool g4 = c.arch == Arch::kGemma4;
   plan.arch = g4 ? "gemma4" : "gemma3";
   if (!g4) GK_RETURN_IF_ERROR(CheckGemma3ForLlamaCpp(c, dir));
 
-  GK_ASSIGN_OR_RETURN(SafetensorsSet set_value, SafetensorsSet::Open(dir));
+  GK_ASSIGN_OR_RETURN(SafetensorsSet set_value, SafetensorsSet::Open(path));
   auto set = std::make_shared<const SafetensorsSet>(std::move(set_value));
   plan.source = set;
-  GK_ASSIGN_OR_RETURN(std::string prefix, DetectWeightPrefix(*set, dir));
+  GK_ASSIGN_OR_RETURN(std::string prefix, DetectWeightPrefix(*set, path));
   std::set<std::string> ignored;
   const std::vector<WeightSlot> slots = WeightSlots(c, prefix, nullptr, &ignored);
 
@@ -845,7 +847,7 @@ Result<GgufExportPlan> PlanGgufExport(const std::string& dir, GgufType type) {
   const std::string a = plan.arch + ".";
   kv.push_back({"general.architecture", GgufValue::String(plan.arch)});
   kv.push_back({"general.type", GgufValue::String("model")});
-  kv.push_back({"general.name", GgufValue::String(ModelName(dir))});
+  kv.push_back({"general.name", GgufValue::String(model_name.empty() ? ModelName(dir) : model_name)});
   PutU32(&kv, a + "block_count", uint32_t(c.num_layers));
   int64_t n_ctx = c.max_position_embeddings;
   if (n_ctx <= 0) {

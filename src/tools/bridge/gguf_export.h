@@ -57,8 +57,9 @@ struct GgufExportPlan {
 // chat_template.json optional). Errors name the file or tensor: an unsupported architecture, a
 // missing, unexpected or mis-shaped tensor, a quantized (I8) checkpoint, or a Gemma 3 config
 // that llama.cpp would run differently (its sliding-window pattern and attention scale are
-// fixed in llama.cpp, not read from the file).
-Result<GgufExportPlan> PlanGgufExport(const std::string& hf_dir, GgufType type);
+// fixed in llama.cpp, not read from the file). hf_dir may also be one .safetensors file (config
+// and tokenizer beside it). general.name is model_name, or else the directory's name.
+Result<GgufExportPlan> PlanGgufExport(const std::string& hf_dir, GgufType type, const std::string& model_name = "");
 
 // PlanGgufExport, then WriteGguf to out_path.
 Status ExportGguf(const std::string& hf_dir, const std::string& out_path, GgufType type);

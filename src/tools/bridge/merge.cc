@@ -12,6 +12,7 @@
 #include "formats/safetensors.h"
 #include "kernels/gemm.h"
 #include "tensor/dtype.h"
+#include "tools/bridge/side_files.h"
 #include "util/host_info.h"
 
 namespace gk::bridge {
@@ -108,16 +109,9 @@ Result<MergeReport> MergeLora(const std::string& base_dir, const LoraSource& lor
     ++rep.files;
   }
   // Everything else of the checkpoint (config, tokenizer, index) as is.
-  const fs::path src = fs::is_directory(base_dir, ec) ? fs::path(base_dir) : fs::path(base_dir).parent_path();
-  if (fs::is_directory(base_dir, ec)) {
-    for (const auto& e : fs::directory_iterator(src, ec)) {
-      if (!e.is_regular_file() || e.path().extension() == ".safetensors") continue;
-      fs::copy_file(e.path(), fs::path(tmp) / e.path().filename(), fs::copy_options::overwrite_existing, ec);
-      if (ec) {
-        fs::remove_all(tmp, ec);
-        return Status::Error(StrCat("copying ", e.path().string(), ": ", ec.message()));
-      }
-    }
+  if (Status s = CopyCheckpointSideFiles(base_dir, tmp, /*keep_index=*/true); !s.ok()) {
+    fs::remove_all(tmp, ec);
+    return s;
   }
   fs::rename(tmp, out_dir, ec);
   if (ec) return Status::Error(StrCat("renaming ", tmp, " to ", out_dir, ": ", ec.message()));

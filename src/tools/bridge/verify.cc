@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <unistd.h>
 
+#include "formats/gguf.h"
 #include "formats/orbax/orbax.h"
 #include "formats/safetensors.h"
 #include "model/config.h"
@@ -16,6 +18,7 @@
 #include "model/tunix_layout.h"
 #include "tensor/dtype.h"
 #include "tools/bridge/convert.h"
+#include "tools/bridge/gguf_export.h"
 #include "tools/bridge/lora_source.h"
 
 namespace gk::bridge {
@@ -64,19 +67,103 @@ Result<View> SafetensorsView(const std::string& path, const std::string& format)
   return v;
 }
 
-Result<View> OpenView(const std::string& path, const VerifyOptions& o) {
+std::vector<int64_t> Reversed(const std::vector<int64_t>& ne) { return {ne.rbegin(), ne.rend()}; }
+
+bool IsGgufFile(const std::string& path) {
   std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  char magic[4] = {};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+  std::fclose(f);
+  return ok;
+}
+
+// A GGUF file: its tensors under their GGUF names, shapes in PyTorch order, dequantized.
+Result<View> GgufView(const std::string& path) {
+  GK_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
+  auto shared = std::make_shared<GgufFile>(std::move(file));
+  View v;
+  v.format = "GGUF";
+  for (const GgufTensorInfo& t : shared->tensors()) v.shapes[t.name] = Reversed(t.ne);
+  v.read = [shared](const std::string& n) -> Result<std::vector<float>> {
+    const GgufTensorInfo* t = shared->FindTensor(n);
+    std::vector<uint8_t> raw(t->nbytes);
+    GK_RETURN_IF_ERROR(shared->ReadTensor(*t, raw.data()));
+    std::vector<float> out(size_t(t->numel()));
+    GK_RETURN_IF_ERROR(DequantizeGgml(t->type, raw.data(), t->numel(), out.data()));
+    return out;
+  };
+  v.keep = shared;
+  return v;
+}
+
+// A Hugging Face checkpoint as llama.cpp's converter would write it (GGUF names, the Gemma 3
+// norm +1, rope_freqs), in f32: what a GGUF export of it must hold up to its element type.
+Result<View> GgufPlanView(const std::string& hf_path, const std::string& format) {
+  GK_ASSIGN_OR_RETURN(GgufExportPlan plan, PlanGgufExport(hf_path, GgufType::kF32));
+  auto shared = std::make_shared<GgufExportPlan>(std::move(plan));
+  auto index = std::make_shared<std::map<std::string, size_t>>();
+  View v;
+  v.format = format;
+  for (size_t i = 0; i < shared->tensors.size(); ++i) {
+    const GgufTensorSpec& t = shared->tensors[i];
+    v.shapes[t.name] = Reversed(t.ne);
+    (*index)[t.name] = i;
+  }
+  v.read = [shared, index](const std::string& n) -> Result<std::vector<float>> {
+    const GgufTensorSpec& t = shared->tensors[index->at(n)];
+    int64_t numel = 1;
+    for (int64_t d : t.ne) numel *= d;
+    std::vector<float> out(static_cast<size_t>(numel));
+    GK_RETURN_IF_ERROR(t.fill(reinterpret_cast<uint8_t*>(out.data()), out.size() * sizeof(float)));
+    return out;
+  };
+  v.keep = shared;
+  return v;
+}
+
+// A Tunix base tree converted to a temporary Hugging Face directory, removed with the view.
+Result<View> TunixView(const std::string& path, const std::string& item_dir, const VerifyOptions& o, bool gguf_names) {
+  const std::string tmp = (fs::temp_directory_path() / StrCat("gk-verify-", getpid(), "-", std::hash<std::string>{}(path))).string();
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  GK_RETURN_IF_ERROR(OrbaxToHf(item_dir, tmp, o.config_dir).status());
+  auto v = gguf_names ? GgufPlanView(tmp, "Tunix Orbax (mapped to GGUF names)")
+                      : SafetensorsView(tmp, "Tunix Orbax (mapped to Hugging Face names)");
+  if (!v.ok()) {
+    fs::remove_all(tmp, ec);
+    return v.status();
+  }
+  v->keep = std::shared_ptr<void>(new int(0), [tmp, keep = v->keep](int* p) {
+    std::error_code e;
+    fs::remove_all(tmp, e);
+    delete p;
+  });
+  return v;
+}
+
+// gguf_names: the other checkpoint is a GGUF, so this one is mapped to GGUF names.
+Result<View> OpenView(const std::string& path, const VerifyOptions& o, bool gguf_names) {
+  std::error_code ec;
+  if (IsGgufFile(path)) return GgufView(path);
   if (fs::is_regular_file(fs::path(path) / "adapter_config.json", ec)) {
+    if (gguf_names) return Status::Error(StrCat(path, ": a PEFT adapter cannot be compared with a GGUF model"));
     return SafetensorsView(path + "/adapter_model.safetensors", "PEFT adapter");
   }
   const std::string item_dir = OrbaxItemDir(path);
   const bool orbax = fs::exists(fs::path(item_dir) / "_METADATA", ec) || fs::exists(fs::path(item_dir) / "manifest.ocdbt", ec);
-  if (!orbax) return SafetensorsView(path, "Hugging Face safetensors");
+  if (!orbax) {
+    return gguf_names ? GgufPlanView(path, "Hugging Face safetensors (mapped to GGUF names)")
+                      : SafetensorsView(path, "Hugging Face safetensors");
+  }
   GK_ASSIGN_OR_RETURN(std::unique_ptr<orbax::Item> item, orbax::Item::Open(item_dir));
   bool lora = false;
   for (const orbax::ArrayInfo& a : item->arrays()) lora |= a.name.find("_lora_a") != std::string::npos;
   if (o.config_dir.empty()) return Status::Error(StrCat(path, ": an Orbax tree needs --config (the Hugging Face config it belongs to)"));
   if (lora) {
+    if (gguf_names) return Status::Error(StrCat(path, ": a Qwix LoRA cannot be compared with a GGUF model"));
     GK_ASSIGN_OR_RETURN(std::unique_ptr<LoraSource> src, OpenQwixLoraSource(item_dir, o.config_dir, o.alpha));
     auto shared = std::shared_ptr<LoraSource>(std::move(src));
     View v;
@@ -95,17 +182,7 @@ Result<View> OpenView(const std::string& path, const VerifyOptions& o) {
     v.keep = shared;
     return v;
   }
-  // A Tunix base tree: convert to a temporary Hugging Face directory and view that.
-  const std::string tmp = (fs::temp_directory_path() / StrCat("gk-verify-", getpid(), "-", std::hash<std::string>{}(path))).string();
-  fs::remove_all(tmp, ec);
-  GK_RETURN_IF_ERROR(OrbaxToHf(item_dir, tmp, o.config_dir).status());
-  GK_ASSIGN_OR_RETURN(View v, SafetensorsView(tmp, "Tunix Orbax (mapped to Hugging Face names)"));
-  v.keep = std::shared_ptr<void>(new int(0), [tmp, keep = v.keep](int* p) {
-    std::error_code e;
-    fs::remove_all(tmp, e);
-    delete p;
-  });
-  return v;
+  return TunixView(path, item_dir, o, gguf_names);
 }
 
 Result<std::string> ModelDirOf(const std::string& path, const VerifyOptions& o, std::vector<std::string>* cleanup) {
@@ -131,8 +208,10 @@ Result<std::vector<float>> ModelLogits(const std::string& dir, const std::vector
 }  // namespace
 
 Result<VerifyReport> VerifyCheckpoints(const std::string& a, const std::string& b, const VerifyOptions& o) {
-  GK_ASSIGN_OR_RETURN(View va, OpenView(a, o));
-  GK_ASSIGN_OR_RETURN(View vb, OpenView(b, o));
+  const bool gguf = IsGgufFile(a) || IsGgufFile(b);
+  if (gguf && o.logits) return Status::Error("--logits: gemmakit's engine does not load GGUF; compare the tensors without --logits");
+  GK_ASSIGN_OR_RETURN(View va, OpenView(a, o, gguf));
+  GK_ASSIGN_OR_RETURN(View vb, OpenView(b, o, gguf));
   VerifyReport rep;
   rep.format_a = va.format;
   rep.format_b = vb.format;

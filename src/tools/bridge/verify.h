@@ -1,7 +1,9 @@
 // `gemmakit verify A B`: two checkpoints in any supported formats compared tensor by tensor
 // after mapping them to Hugging Face / PEFT names (a Tunix Orbax tree through
 // model/tunix_layout.h, a Qwix LoRA item to PEFT keys), with the largest absolute and relative
-// difference of each tensor; optionally both models' logits on a prompt (engine).
+// difference of each tensor; optionally both models' logits on a prompt (engine). Against a
+// GGUF file the other checkpoint is mapped to GGUF names instead, through the same plan the
+// GGUF export uses, and the GGUF's tensors are dequantized (F32/F16/BF16/Q8_0).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,8 @@ struct VerifyOptions {
 };
 
 // Formats are detected: a PEFT adapter directory (adapter_config.json), a Hugging Face
-// directory or .safetensors file, an Orbax item or step directory (Tunix base tree or Qwix LoRA).
+// directory or .safetensors file, an Orbax item or step directory (Tunix base tree or Qwix LoRA),
+// a GGUF file.
 Result<VerifyReport> VerifyCheckpoints(const std::string& a, const std::string& b, const VerifyOptions& o);
 
 }  // namespace gk::bridge
