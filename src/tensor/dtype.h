@@ -44,6 +44,8 @@ uint16_t F32ToF16(float f);
 
 // n elements of a float dtype (kF32, kBF16 or kF16; unaligned bytes) widened to f32.
 void WidenToF32(DType dt, const uint8_t* src, int64_t n, float* dst);
+// The reverse, rounding to nearest even (kF32, kBF16 or kF16).
+void NarrowFromF32(DType dt, const float* src, int64_t n, uint8_t* dst);
 
 // OCP FP8 (as torch.float8_e4m3fn and torch.float8_e5m2).
 //   E4M3FN: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities; S.1111.111 is NaN;

@@ -28,6 +28,7 @@ class AtomicFile {
   AtomicFile(std::string path, std::string tmp, int fd) : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
   std::string path_, tmp_;
   int fd_ = -1;
+  uint64_t written_ = 0, flushed_ = 0;  // bytes written; bytes whose writeback was started
 };
 
 // Whole-file helpers.

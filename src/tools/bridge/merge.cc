@@ -20,33 +20,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// dst (rows × cols, dtype) += scaling · B·A, B (rows × r), A (r × cols): blocks of rows so the
-// f32 delta stays small next to the tensor.
+// dst (rows × cols, dtype) += scaling · B·A, B (rows × r), A (r × cols), in f32 and rounded
+// once: a block of rows is widened, sgemm adds the product into it (beta = 1), and it is
+// rounded back. Blocks keep the f32 copy small next to the tensor.
 Status AddDelta(uint8_t* dst, DType dtype, int64_t rows, int64_t cols, const LoraFactors& f, float scaling) {
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
     return Status::Error(StrCat("cannot merge into a ", DTypeName(dtype), " tensor (F32, BF16 or F16)"));
   }
+  const size_t esize = DTypeSize(dtype);
   const int64_t block = std::max<int64_t>(1, std::min<int64_t>(rows, (int64_t(4) << 20) / std::max<int64_t>(1, cols)));
-  std::vector<float> delta(size_t(block * cols));
+  std::vector<float> w(size_t(block * cols));
   for (int64_t r0 = 0; r0 < rows; r0 += block) {
     const int64_t n = std::min(block, rows - r0);
-    Sgemm(false, false, n, cols, f.rank, scaling, f.b.data() + r0 * f.rank, f.rank, f.a.data(), cols, 0.f,
-          delta.data(), cols);
-    for (int64_t i = 0; i < n * cols; ++i) {
-      const int64_t e = r0 * cols + i;
-      if (dtype == DType::kF32) {
-        float w;
-        std::memcpy(&w, dst + 4 * e, 4);
-        w += delta[size_t(i)];
-        std::memcpy(dst + 4 * e, &w, 4);
-      } else {
-        uint16_t h;
-        std::memcpy(&h, dst + 2 * e, 2);
-        const float w = (dtype == DType::kBF16 ? Bf16ToF32(h) : F16ToF32(h)) + delta[size_t(i)];
-        h = dtype == DType::kBF16 ? F32ToBf16(w) : F32ToF16(w);
-        std::memcpy(dst + 2 * e, &h, 2);
-      }
-    }
+    uint8_t* part = dst + size_t(r0 * cols) * esize;
+    WidenToF32(dtype, part, n * cols, w.data());
+    Sgemm(false, false, n, cols, f.rank, scaling, f.b.data() + r0 * f.rank, f.rank, f.a.data(), cols, 1.f,
+          w.data(), cols);
+    NarrowFromF32(dtype, w.data(), n * cols, part);
   }
   return Status::Ok();
 }
