@@ -44,7 +44,7 @@ std::string FormatValue(Unit unit, double v) {
   switch (unit) {
     case Unit::kTokPerS: return Grouped(v, v < 100 ? 1 : 0) + " tok/s";
     case Unit::kSeconds: return Fixed(v, 2) + " s";
-    case Unit::kDollars: return cost::Dollars(v);
+    case Unit::kDollars: return Money(v);
     case Unit::kLoss: return Fixed(v, 3);
     case Unit::kPassRate: return Fixed(v, 4);
     case Unit::kMillis: return Millis(v);

@@ -1,5 +1,7 @@
 #include "tools/report/format.h"
 
+#include "tools/cost/cost_model.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -47,6 +49,13 @@ std::string Rate(double r) {
 std::string Tokens(double n) {
   if (std::fabs(n) >= 1e6) return Fixed(n / 1e6, 2) + "M";
   return Grouped(n, 0);
+}
+
+std::string Money(double x) {
+  if (x == 0 || std::fabs(x) >= 0.005) return cost::Dollars(x);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s$%.2g", x < 0 ? "-" : "", std::fabs(x));
+  return buf;
 }
 
 }  // namespace gk::report

@@ -17,5 +17,8 @@ std::string Millis(double ms);                      // 45 ms / 18.71 ms / 1,443 
 std::string Ratio(double r);                        // 1.61x
 std::string Rate(double request_rate);              // "4 req/s", "burst"
 std::string Tokens(double n);                       // 9.17M, 5,360 (per hour counts)
+// Dollars to the cent as the reference case prints them ($56.11); amounts under a cent keep
+// two significant digits ($0.00041), so a small demo's costs do not all read $0.00.
+std::string Money(double dollars);
 
 }  // namespace gk::report

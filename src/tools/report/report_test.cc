@@ -110,6 +110,10 @@ TEST(ReportFormatTest, NumbersAsTheReferenceCasePrintsThem) {
   EXPECT_EQ(Rate(std::numeric_limits<double>::infinity()), "burst");
   EXPECT_EQ(Rate(0.5), "0.5 req/s");
   EXPECT_EQ(Tokens(5.0508e6), "5.05M");
+  EXPECT_EQ(Money(56.112), "$56.11");
+  EXPECT_EQ(Money(0.0041), "$0.0041");
+  EXPECT_EQ(Money(0.000408), "$0.00041");
+  EXPECT_EQ(Money(0), "$0.00");
 }
 
 TEST(ReportTest, TrainingTableCarriesTheReferenceNumbers) {

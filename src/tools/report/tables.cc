@@ -17,7 +17,7 @@ std::vector<std::string> Row(const std::vector<Run>& runs, std::vector<std::stri
   return first;
 }
 
-std::string Price(const std::optional<double>& p) { return p ? cost::Dollars(*p) + "/h" : kNoPrice; }
+std::string Price(const std::optional<double>& p) { return p ? Money(*p) + "/h" : kNoPrice; }
 
 std::string LossKind(const std::string& kind) {
   if (kind == "assistant") return " (assistant-only)";
@@ -75,11 +75,11 @@ Table TrainingTable(const std::vector<Run>& runs) {
   t.rows.push_back(Row(runs, {"tokens trained"}, Training([](const Run&, const TrainingArtifact& a) { return Tokens(a.tokens); })));
   t.rows.push_back(Row(runs, {"total cost"}, Training([](const Run& r, const TrainingArtifact&) {
     const auto c = TrainingCostOfRun(r);
-    return c ? cost::Dollars(c->cost) : std::string(kNoPrice);
+    return c ? Money(c->cost) : std::string(kNoPrice);
   })));
   t.rows.push_back(Row(runs, {"cost per 1M tokens trained"}, Training([](const Run& r, const TrainingArtifact&) {
     const auto c = TrainingCostOfRun(r);
-    return c ? cost::Dollars(c->cost_per_m_tokens) : std::string(kNoPrice);
+    return c ? Money(c->cost_per_m_tokens) : std::string(kNoPrice);
   })));
   return t;
 }
@@ -173,7 +173,7 @@ Table CostTable(const std::vector<Run>& runs) {
             const auto b = basis == ServingBasis::kPeak ? PeakOutput(*w) : BestOutput(*w);
             return b ? Tokens(b->value * 3600) : std::string(kNotMeasured);
           }
-          return c ? cost::Dollars(c->cost_per_m_output) : std::string(kNotMeasured);
+          return c ? Money(c->cost_per_m_output) : std::string(kNotMeasured);
         };
       };
       t.rows.push_back(Row(runs, {"", "output tokens/hour (" + which + ")"}, cell(false)));
@@ -192,8 +192,8 @@ Table TcoTable(const std::vector<Run>& runs, const ReportOptions& options) {
     return [hours](const Run& r) {
       if (!r.training) return std::string(kNotMeasured);
       if (!r.spec.training_price_per_hour || (hours > 0 && !r.spec.serving_price_per_hour)) return std::string(kNoPrice);
-      if (hours == 0) return cost::Dollars(TrainingCostOfRun(r)->cost);
-      return cost::Dollars(*TcoOf(r, hours));
+      if (hours == 0) return Money(TrainingCostOfRun(r)->cost);
+      return Money(*TcoOf(r, hours));
     };
   };
   t.rows.push_back(Row(runs, {"training"}, cell(0)));
