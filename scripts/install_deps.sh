@@ -4,9 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# chromium: the headless browser of the report test (tests/report/).
 PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
       libhwy-dev libopenblas-dev libtomlplusplus-dev libzstd-dev python3-torch python3-numpy
-      libcpp-httplib-dev curl pkg-config iverilog)
+      libcpp-httplib-dev curl pkg-config iverilog chromium)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

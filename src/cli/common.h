@@ -58,5 +58,6 @@ int RunTrain(int argc, char** argv);  // train (cmd_train.cc)
 int RunMerge(int argc, char** argv);  // merge (cmd_merge.cc)
 int RunVerify(int argc, char** argv);  // verify (cmd_verify.cc)
 int RunConvert(int argc, char** argv);  // convert --from hf --to gguf (cmd_convert.cc)
+int RunReport(int argc, char** argv);   // report RUN_DIR... --out report.html (cmd_report.cc)
 
 }  // namespace gk::cli

@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"convert", "convert a checkpoint: hf -> gguf (llama.cpp / Ollama) or orbax (Tunix), orbax -> hf, peft <-> qwix", gk::cli::RunConvert},
     {"verify", "compare two checkpoints (HF, PEFT, Orbax, Qwix, GGUF) tensor by tensor, optionally their logits", gk::cli::RunVerify},
     {"eval", "eval verilog: verilog-eval with iverilog (sandboxed) and pass@k; eval compare", gk::cli::RunEval},
+    {"report", "compare runs (training, eval, serving, cost) in one HTML page and a Markdown twin", gk::cli::RunReport},
 };
 
 void Usage(FILE* out) {

@@ -140,7 +140,7 @@ std::string Series(const LineChart& c, const Axis& xa, const Axis& ya, const Plo
   for (size_t i = 0; i < pts.size(); ++i) {
     const std::string px = Coord(xa.Map(pts[i].first)), py = Coord(ya.Map(pts[i].second));
     poly += (i ? " " : "") + px + "," + py;
-    marks += "<circle cx=\"" + px + "\" cy=\"" + py + "\" r=\"3.5\" fill=\"" + color + "\"/>\n";
+    if (c.markers || pts.size() == 1) marks += "<circle cx=\"" + px + "\" cy=\"" + py + "\" r=\"3.5\" fill=\"" + color + "\"/>\n";
   }
   return poly + "\"/>\n" + marks;
 }
@@ -170,6 +170,46 @@ std::string Decimals(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", std::clamp(decimals, 0, 9), v);
   return buf;
+}
+
+// x labels of a bar chart: side by side when the widest fits its slot, else rotated, thinned
+// to every m-th so that neighbours do not overlap; rotated labels make the document taller.
+struct XLabels {
+  std::vector<std::string> labels;
+  bool rotated = false;
+  size_t every = 1;
+  double room = 16;    // pixels below the x axis taken by the labels
+  int doc_height = 0;  // the document's height with them
+};
+
+XLabels LayoutXLabels(const std::vector<std::string>& raw, size_t max_chars, double slot, int height) {
+  XLabels x;
+  double widest = 0;
+  for (const std::string& l : raw) {
+    x.labels.push_back(CutLabel(l, max_chars));
+    widest = std::max(widest, x.labels.back().size() * kBarCharWidth);
+  }
+  x.rotated = widest > slot - 4;
+  x.every = x.rotated ? static_cast<size_t>(std::ceil(kBarLabelPitch / std::max(slot, 1e-9))) : 1;
+  x.room = x.rotated ? widest + 10 : 16;
+  x.doc_height = height + static_cast<int>(std::ceil(std::max(0.0, x.room - 16)));
+  return x;
+}
+
+std::string XLabel(const std::string& label, bool rotated, double cx, double bottom) {
+  if (!rotated) return Text(cx, bottom + 16, "middle", label, " font-size=\"11\"");
+  const double x = cx + kBarLabelFont / 3, y = bottom + 8;  // the baseline sits right of the glyphs
+  return Text(x, y, "end", label, " font-size=\"11\" transform=\"rotate(-90 " + Coord(x) + " " + Coord(y) + ")\"");
+}
+
+// The y axis of a bar chart: from 0 (or the lowest value) to y_max or the highest value.
+Axis BarYAxis(double lo, double hi, double bottom, double top) {
+  const std::vector<double> t = NiceTicks(lo, hi, 6);
+  const double step = t.size() > 1 ? t[1] - t[0] : 1;
+  Axis ya;
+  for (double v : t) ya.ticks.emplace_back(v, TickLabel(v, step));
+  ya.lo = t.front(), ya.hi = t.back(), ya.p0 = bottom, ya.p1 = top;
+  return ya;
 }
 
 }  // namespace
@@ -231,26 +271,13 @@ std::string RenderBarSvg(const BarChart& c) {
   double lo = 0, hi = c.y_max;
   for (const Bar& b : c.bars)
     if (std::isfinite(b.value)) lo = std::min(lo, b.value), hi = std::max(hi, b.value);
-  const std::vector<double> t = NiceTicks(lo, hi, 6);
-  const double step = t.size() > 1 ? t[1] - t[0] : 1;
-  Axis ya;
-  for (double v : t) ya.ticks.emplace_back(v, TickLabel(v, step));
-  ya.lo = t.front(), ya.hi = t.back(), ya.p0 = bottom, ya.p1 = top;
+  const Axis ya = BarYAxis(lo, hi, bottom, top);
 
-  // x labels: side by side when the widest fits its slot, else rotated, thinned to every m-th
-  // so that neighbours do not overlap; rotated labels make the document taller.
-  std::vector<std::string> labels;
-  double widest = 0;
-  for (const Bar& b : c.bars) {
-    labels.push_back(CutLabel(b.label, c.max_label_chars));
-    widest = std::max(widest, labels.back().size() * kBarCharWidth);
-  }
-  const bool rotated = widest > slot - 4;
-  const size_t every = rotated ? static_cast<size_t>(std::ceil(kBarLabelPitch / std::max(slot, 1e-9))) : 1;
-  const double label_room = rotated ? widest + 10 : 16;
-  const int doc_height = c.height + static_cast<int>(std::ceil(std::max(0.0, label_room - 16)));
+  std::vector<std::string> raw;
+  for (const Bar& b : c.bars) raw.push_back(b.label);
+  const XLabels xl = LayoutXLabels(raw, c.max_label_chars, slot, c.height);
 
-  std::string out = SvgOpen(c.width, doc_height);
+  std::string out = SvgOpen(c.width, xl.doc_height);
   out += Text(c.width / 2.0, 24, "middle", c.title, " font-size=\"15\"");
   for (const auto& [v, label] : ya.ticks) {
     out += Line(left, ya.Map(v), right, ya.Map(v), "stroke=\"#e0e0e0\"");
@@ -271,21 +298,62 @@ std::string RenderBarSvg(const BarChart& c) {
         out += Text(cx, b.value >= 0 ? y - 4 : y + 14, "middle", value, " font-size=\"11\"");
       }
     }
-    if (i % every != 0) continue;
-    if (rotated) {
-      const double x = cx + kBarLabelFont / 3, y = bottom + 8;  // the baseline sits right of the glyphs
-      out +=
-          Text(x, y, "end", labels[i], " font-size=\"11\" transform=\"rotate(-90 " + Coord(x) + " " + Coord(y) + ")\"");
-    } else {
-      out += Text(cx, bottom + 16, "middle", labels[i], " font-size=\"11\"");
-    }
+    if (i % xl.every == 0) out += XLabel(xl.labels[i], xl.rotated, cx, bottom);
   }
   out += Line(left, bottom, right, bottom, "stroke=\"black\"");
   out += Line(left, top, left, bottom, "stroke=\"black\"");
-  out += Text((left + right) / 2, bottom + label_room + 22, "middle", c.x_label);
+  out += Text((left + right) / 2, bottom + xl.room + 22, "middle", c.x_label);
   out += "<text transform=\"translate(18," + Coord((top + bottom) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
          XmlEscape(c.y_label) + "</text>\n";
   if (n == 0) out += Text((left + right) / 2, (top + bottom) / 2, "middle", "no data");
+  return out + "</svg>\n";
+}
+
+std::string RenderGroupedBarSvg(const GroupedBarChart& c) {
+  const size_t n = c.categories.size(), m = std::max<size_t>(1, c.series.size());
+  const double left = kLeft, right = c.width - kRight, top = kTop, bottom = c.height - kBottom;
+  const double slot = n ? (right - left) / n : right - left;
+  double lo = 0, hi = c.y_max;
+  for (const BarSeries& s : c.series)
+    for (double v : s.values)
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  const Axis ya = BarYAxis(lo, hi, bottom, top);
+  const XLabels xl = LayoutXLabels(c.categories, c.max_label_chars, slot, c.height);
+
+  std::string out = SvgOpen(c.width, xl.doc_height);
+  out += Text(c.width / 2.0, 24, "middle", c.title, " font-size=\"15\"");
+  for (const auto& [v, label] : ya.ticks) {
+    out += Line(left, ya.Map(v), right, ya.Map(v), "stroke=\"#e0e0e0\"");
+    out += Text(left - 6, ya.Map(v) + 4, "end", label);
+  }
+  const double zero = ya.Map(0), group_w = slot * 0.8, bar_w = std::max(0.5, group_w / m);
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    const double cx = left + slot * (i + 0.5);
+    for (size_t k = 0; k < c.series.size(); ++k) {
+      const BarSeries& s = c.series[k];
+      if (i >= s.values.size() || !std::isfinite(s.values[i])) continue;
+      any = true;
+      const double y = ya.Map(s.values[i]), x = cx - group_w / 2 + bar_w * k;
+      const std::string tip = s.label + ", " + c.categories[i] + ": " + Decimals(s.values[i], c.value_decimals);
+      out += "<rect x=\"" + Coord(x) + "\" y=\"" + Coord(std::min(y, zero)) + "\" width=\"" + Coord(bar_w) +
+             "\" height=\"" + Coord(std::fabs(zero - y)) + "\" fill=\"" + kColors[k % std::size(kColors)] +
+             "\"><title>" + XmlEscape(tip) + "</title></rect>\n";
+    }
+    if (i % xl.every == 0) out += XLabel(xl.labels[i], xl.rotated, cx, bottom);
+  }
+  for (size_t k = 0; k < c.series.size(); ++k) {  // the legend, right of the plot
+    const double ly = kTop + 10 + 20.0 * k, lx = right + 16;
+    out += "<rect x=\"" + Coord(lx) + "\" y=\"" + Coord(ly - 6) + "\" width=\"12\" height=\"12\" fill=\"" +
+           kColors[k % std::size(kColors)] + "\"/>\n";
+    out += Text(lx + 18, ly + 4, "start", c.series[k].label);
+  }
+  out += Line(left, bottom, right, bottom, "stroke=\"black\"");
+  out += Line(left, top, left, bottom, "stroke=\"black\"");
+  out += Text((left + right) / 2, bottom + xl.room + 22, "middle", c.x_label);
+  out += "<text transform=\"translate(18," + Coord((top + bottom) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
+         XmlEscape(c.y_label) + "</text>\n";
+  if (!any) out += Text((left + right) / 2, (top + bottom) / 2, "middle", "no data");
   return out + "</svg>\n";
 }
 

@@ -26,6 +26,7 @@ struct LineChart {
   std::string inf_label = "burst";  // tick label of the x == +inf slot
   std::vector<PlotSeries> series;
   int width = 720, height = 440;
+  bool markers = true;  // a circle per point; off for long curves (a loss per step)
 };
 
 // The whole document, starting with "<svg" and ending with "</svg>\n".
@@ -53,6 +54,26 @@ struct BarChart {
 
 // The whole document, as RenderSvg.
 std::string RenderBarSvg(const BarChart& chart);
+
+// Grouped bars (`gemmakit report`): per category one bar per series side by side, a legend,
+// e.g. pass@1 of each of 156 problems for two runs. A NaN value draws no bar (not measured).
+struct BarSeries {
+  std::string label;
+  std::vector<double> values;  // one per category
+};
+
+struct GroupedBarChart {
+  std::string title, x_label, y_label;
+  std::vector<std::string> categories;
+  std::vector<BarSeries> series;
+  double y_max = 0;        // as BarChart::y_max
+  int value_decimals = 0;  // of the tooltips
+  int width = 720, height = 440;
+  size_t max_label_chars = 32;
+};
+
+// The whole document, as RenderSvg; x labels are rotated and thinned as in RenderBarSvg.
+std::string RenderGroupedBarSvg(const GroupedBarChart& chart);
 
 // &, <, >, " and ' as entities, for text and attribute values.
 std::string XmlEscape(std::string_view s);

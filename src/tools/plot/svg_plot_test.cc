@@ -147,5 +147,34 @@ TEST(SvgBarChartTest, CutKeepsUtf8WholeAndEmptyChartSaysNoData) {
   EXPECT_EQ(Count(svg, "<rect"), 1u);
 }
 
+TEST(SvgGroupedBarChartTest, OneBarPerSeriesAndCategoryNaNDrawsNone) {
+  GroupedBarChart c;
+  c.title = "pass@1 per problem";
+  c.categories = {"Prob001", "Prob<2>"};
+  c.series = {{"TPU", {100, 40}}, {"GPU", {std::numeric_limits<double>::quiet_NaN(), 0}}};
+  c.y_max = 100;
+  const std::string svg = RenderGroupedBarSvg(c);
+  EXPECT_TRUE(WellFormed(svg));
+  // The background, three bars (GPU has no Prob001 bar) and two legend swatches.
+  EXPECT_EQ(Count(svg, "<rect"), 6u);
+  EXPECT_EQ(Count(svg, "<title>"), 3u);
+  EXPECT_NE(svg.find("<title>TPU, Prob&lt;2&gt;: 40</title>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">GPU</text>"), std::string::npos);
+
+  GroupedBarChart empty;
+  empty.categories = {"a"};
+  EXPECT_NE(RenderGroupedBarSvg(empty).find(">no data</text>"), std::string::npos);
+}
+
+TEST(SvgPlotTest, MarkersOffDrawsTheLineOnly) {
+  LineChart c;
+  c.markers = false;
+  c.series = {{"long", {{1, 3}, {2, 2}, {3, 1}}}, {"one point", {{1, 2}}}};
+  const std::string svg = RenderSvg(c);
+  EXPECT_TRUE(WellFormed(svg));
+  EXPECT_EQ(Count(svg, "<polyline"), 2u);
+  EXPECT_EQ(Count(svg, "<circle"), 1u);  // a single point would be invisible as a line
+}
+
 }  // namespace
 }  // namespace gk::plot
