@@ -58,5 +58,7 @@ int RunTrain(int argc, char** argv);  // train (cmd_train.cc)
 int RunMerge(int argc, char** argv);  // merge (cmd_merge.cc)
 int RunVerify(int argc, char** argv);  // verify (cmd_verify.cc)
 int RunConvert(int argc, char** argv);  // convert --from hf --to gguf (cmd_convert.cc)
+int RunCost(int argc, char** argv);     // cost: training/serving $ and TCO; cost --paper (cmd_cost.cc)
+int RunPlan(int argc, char** argv);     // plan: sharding, memory per device, roofline (cmd_plan.cc)
 
 }  // namespace gk::cli

@@ -26,6 +26,8 @@ const Command kCommands[] = {
     {"convert", "convert a checkpoint: hf -> gguf (llama.cpp / Ollama) or orbax (Tunix), orbax -> hf, peft <-> qwix", gk::cli::RunConvert},
     {"verify", "compare two checkpoints (HF, PEFT, Orbax, Qwix) tensor by tensor, optionally their logits", gk::cli::RunVerify},
     {"eval", "eval verilog: verilog-eval with iverilog (sandboxed) and pass@k; eval compare", gk::cli::RunEval},
+    {"cost", "training and serving cost ($/1M tokens, TCO) from run artifacts; cost --paper checks the reference case", gk::cli::RunCost},
+    {"plan", "sharding plan, memory per device, KV capacity and roofline projections on a catalog machine", gk::cli::RunPlan},
 };
 
 void Usage(FILE* out) {
