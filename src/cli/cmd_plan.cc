@@ -11,6 +11,7 @@
 
 #include "cli/common.h"
 #include "model/presets.h"
+#include "tools/cost/cost_model.h"
 #include "tools/cost/hardware_catalog.h"
 #include "tools/plan/memory_plan.h"
 #include "tools/plan/reference_case.h"
@@ -119,12 +120,18 @@ int PlanTraining(const PlanArgs& a, const ModelConfig& c, const cost::Machine& h
               p.formula.c_str(), plan::MatmulParams(c), (long long)a.seq_len);
   std::printf("  step of %.0f tokens: compute %.3f s, HBM weight reads %.3f s, communication %.3f s → %.3f s (the largest)\n",
               p.tokens_per_step, p.t_compute, p.t_memory, p.t_comm, p.step_s);
-  std::printf("  projected %.0f tok/s\n", p.tokens_per_s);
+  // $ per 1M tokens trained at a rate: an hour of the machine buys rate × 3600 tokens.
+  auto per_m = [&](double tok_s) { return cost::Dollars(cost::TrainingCostOf(1.0, tok_s * 3600, hw.price_per_hour).cost_per_m_tokens); };
+  std::printf("  projected %.0f tok/s%s\n", p.tokens_per_s,
+              hw.price_per_hour > 0 ? StrCat(": ", per_m(p.tokens_per_s), " per 1M tokens trained at $",
+                                             Num("%.2f", hw.price_per_hour), "/h").c_str()
+                                    : "");
   if (IsReferenceModel(c)) {
     for (const plan::MeasuredTraining& r : plan::ReferenceTraining()) {
       if (hw.name != r.machine) continue;
-      std::printf("  reference case measured %.0f tok/s on %s (%s, mesh %s): measured is %.3f of this projection\n",
-                  r.tokens_per_s, r.machine, r.source, r.mesh, r.tokens_per_s / p.tokens_per_s);
+      std::printf("  reference case measured %.0f tok/s on %s (%s, mesh %s): measured is %.3f of this projection; "
+                  "%s per 1M tokens at the measured rate\n",
+                  r.tokens_per_s, r.machine, r.source, r.mesh, r.tokens_per_s / p.tokens_per_s, per_m(r.tokens_per_s).c_str());
     }
   }
   return 0;
