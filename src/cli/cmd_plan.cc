@@ -90,6 +90,7 @@ int PlanTraining(const PlanArgs& a, const ModelConfig& c, const cost::Machine& h
   o.micro_batch = a.micro_batch;
   o.lora_rank = a.lora_rank;
   o.remat = a.remat;
+  o.activation_elem_bytes = hw.measured ? 4 : 2;  // `cpu`: gemmakit's own trainer keeps f32
   PrintSpecs("\nsharding of the base weights (Tunix layout, Tunix default partition specs):", base, m, false);
   if (a.lora_rank > 0) {
     auto lora = plan::LoraTensors(c, a.lora_rank);
@@ -114,7 +115,7 @@ int PlanTraining(const PlanArgs& a, const ModelConfig& c, const cost::Machine& h
               GiB(mem.activations_remat).c_str());
   if (!a.project) return 0;
   const plan::TrainProjection p = plan::ProjectTraining(c, hw, m, a.seq_len, a.micro_batch, a.lora_rank, a.remat);
-  std::printf("\nroofline projection, training (%d × %.0f TFLOP/s bf16, %.0f GB/s HBM, %.0f GB/s interconnect per chip):\n",
+  std::printf("\nroofline projection, training (%d × %.3g TFLOP/s bf16, %.0f GB/s HBM, %.0f GB/s interconnect per chip):\n",
               m.Size(), hw.chip.bf16_tflops, hw.chip.memory_bandwidth_gb_s, hw.chip.interconnect_gb_s);
   std::printf("  FLOPs per token %.3g (%s; N = %.3g matmul params, attention at seq %lld)\n", p.flops_per_token,
               p.formula.c_str(), plan::MatmulParams(c), (long long)a.seq_len);
@@ -263,7 +264,7 @@ int RunPlan(int argc, char** argv) {
               a.preset.empty() ? a.model.c_str() : a.preset.c_str(), c.ParameterCount() / 1e9, c.num_layers,
               int(std::count(c.layer_types.begin(), c.layer_types.end(), LayerType::kFull)), c.hidden_size, c.num_heads,
               c.num_kv_heads, c.KvHeads(FirstFullLayer(c)));
-  std::printf("hardware %s: %d × %s (%s, %.0f TFLOP/s bf16, %.0f GB/s)%s, mesh %s\n", hw->name.c_str(), hw->chips,
+  std::printf("hardware %s: %d × %s (%s, %.3g TFLOP/s bf16, %.0f GB/s)%s, mesh %s\n", hw->name.c_str(), hw->chips,
               hw->chip.name.c_str(), GiB(hw->chip.MemoryBytes()).c_str(), hw->chip.bf16_tflops, hw->chip.memory_bandwidth_gb_s,
               hw->price_per_hour > 0 ? StrCat(", $", Num("%.2f", hw->price_per_hour), "/h").c_str() : "", m.Text().c_str());
   int rc = 0;

@@ -73,11 +73,12 @@ TrainMemory TrainingMemory(const ModelConfig& c, const std::vector<TensorGroup>&
   // tp (Tunix act_btd / act_btf / act_btnh put tp on the last axis).
   const int64_t T = o.seq_len * o.micro_batch;
   const int shard = m.tp;
-  ActivationOptions a{T, o.lora_rank, false, 2};
+  ActivationOptions a{T, o.lora_rank, false, o.activation_elem_bytes};
   r.activations_no_remat = double(ActivationBytes(c, a)) / shard;
   a.remat = true;
   r.activations_remat = double(ActivationBytes(c, a)) / shard;
-  r.lines.push_back({o.remat ? "activations (bf16, remat per layer)" : "activations (bf16, no remat)",
+  const char* dt = o.activation_elem_bytes == 4 ? "f32" : "bf16";
+  r.lines.push_back({StrCat("activations (", dt, o.remat ? ", remat per layer)" : ", no remat)"),
                      o.remat ? r.activations_remat : r.activations_no_remat,
                      StrCat("T = ", o.seq_len, " × ", o.micro_batch, " tokens; / ", shard, " devices")});
   // The loss head's logits in f32, vocab over tp (emb_vd puts tp on the vocab axis).

@@ -30,6 +30,7 @@ struct TrainPlanOptions {
   int micro_batch = 1;   // sequences per data-parallel (fsdp) rank
   int lora_rank = 64;    // 0 = full fine-tuning
   bool remat = false;
+  int activation_elem_bytes = 2;  // bf16 on accelerators; 4 = our f32 CPU trainer
 };
 
 struct MemoryLine {
