@@ -59,5 +59,7 @@ int RunMerge(int argc, char** argv);  // merge (cmd_merge.cc)
 int RunVerify(int argc, char** argv);  // verify (cmd_verify.cc)
 int RunConvert(int argc, char** argv);  // convert --from hf --to gguf (cmd_convert.cc)
 int RunReport(int argc, char** argv);   // report RUN_DIR... --out report.html (cmd_report.cc)
+int RunCost(int argc, char** argv);     // cost: training/serving $ and TCO; cost --paper (cmd_cost.cc)
+int RunPlan(int argc, char** argv);     // plan: sharding, memory per device, roofline (cmd_plan.cc)
 
 }  // namespace gk::cli

@@ -23,10 +23,12 @@ const Command kCommands[] = {
     {"data", "data synth-verilog (spec-to-RTL tasks, no download), data prepare (tokenize SFT rows), data stats", gk::cli::RunData},
     {"train", "LoRA fine-tuning from a TOML recipe (checkpoints, resume, metrics)", gk::cli::RunTrain},
     {"merge", "merge a LoRA (PEFT or Tunix/Qwix Orbax) into a Hugging Face checkpoint, streaming", gk::cli::RunMerge},
-    {"convert", "convert a checkpoint: hf -> gguf (llama.cpp / Ollama) or orbax (Tunix), orbax -> hf, peft <-> qwix", gk::cli::RunConvert},
+    {"convert", "convert a checkpoint: hf -> gguf (llama.cpp / Ollama) or orbax (Tunix), orbax -> hf or gguf, peft <-> qwix", gk::cli::RunConvert},
     {"verify", "compare two checkpoints (HF, PEFT, Orbax, Qwix, GGUF) tensor by tensor, optionally their logits", gk::cli::RunVerify},
     {"eval", "eval verilog: verilog-eval with iverilog (sandboxed) and pass@k; eval compare", gk::cli::RunEval},
     {"report", "compare runs (training, eval, serving, cost) in one HTML page and a Markdown twin", gk::cli::RunReport},
+    {"cost", "training and serving cost ($/1M tokens, TCO) from run artifacts; cost --paper checks the reference case", gk::cli::RunCost},
+    {"plan", "sharding plan, memory per device, KV capacity and roofline projections on a catalog machine", gk::cli::RunPlan},
 };
 
 void Usage(FILE* out) {
