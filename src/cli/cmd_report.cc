@@ -1,4 +1,4 @@
-// gemmakit report RUN_DIR RUN_DIR... --out report.html [--label A,B] [--price P,P]
+// gemmakit report RUN_DIR RUN_DIR... --out report.html [--label A,B] [--price P,P] [--hardware M,M]
 //                 [--training-price P,P] [--serving-price P,P] [--at-rate R] [--tco-hours 1,8,24] [--title T]
 // One self-contained HTML page and its Markdown twin comparing the runs (docs/REPORT.md).
 #include <CLI/CLI.hpp>
@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "cli/common.h"
+#include "tools/cost/hardware_catalog.h"
 #include "tools/report/report.h"
 
 namespace gk::cli {
@@ -37,7 +38,7 @@ int RunReport(int argc, char** argv) {
   CLI::App app{"Compare two or more runs (training, eval, serving benchmark, cost) in one self-contained HTML "
                "page and a Markdown twin, as the reference case's tables and figures."};
   std::vector<std::string> dirs;
-  std::string out, labels, price, training_price, serving_price, at_rate, tco = "1,8,24";
+  std::string out, labels, price, training_price, serving_price, at_rate, tco = "1,8,24", hardware, catalog;
   std::string title = "gemmakit report";
   app.add_option("run_dirs", dirs, "one directory per run (its training run, eval and bench results, found by file name)")
       ->required();
@@ -46,6 +47,10 @@ int RunReport(int argc, char** argv) {
   app.add_option("--price", price, "$/h per RUN_DIR for both training and serving, comma-separated");
   app.add_option("--training-price", training_price, "$/h per RUN_DIR of the training machine");
   app.add_option("--serving-price", serving_price, "$/h per RUN_DIR of the serving machine");
+  app.add_option("--hardware", hardware,
+                 "catalog machine per RUN_DIR, comma-separated (e.g. tpu-v5p-8,a3-highgpu-2g): replaces run.json's "
+                 "machine and prices with the catalog's hourly rate (the price flags still override it)");
+  app.add_option("--catalog", catalog, "hardware catalog TOML (default: the built-in data/hardware.toml)");
   app.add_option("--at-rate", at_rate, "request rate (or inf) at which latencies are compared (default: lowest shared)");
   app.add_option("--tco-hours", tco, "serving hours added to training in the TCO table");
   app.add_option("--title", title, "the page's title");
@@ -61,18 +66,44 @@ int RunReport(int argc, char** argv) {
   if (!labels.empty() && names.size() != dirs.size()) {
     return Fail(StrCat("--label has ", names.size(), " labels for ", dirs.size(), " RUN_DIRs"));
   }
+  const std::vector<std::string> machines = SplitCommas(hardware);
+  if (!hardware.empty() && machines.size() != dirs.size()) {
+    return Fail(StrCat("--hardware has ", machines.size(), " names for ", dirs.size(), " RUN_DIRs"));
+  }
   auto both = PerRun("--price", price, dirs.size());
   auto train = PerRun("--training-price", training_price, dirs.size());
   auto serve = PerRun("--serving-price", serving_price, dirs.size());
   for (const auto* r : {&both, &train, &serve})
     if (!r->ok()) return Fail(r->status());
-  // Flags override run.json; the specific price flags override --price.
+  // Flags override run.json: --hardware replaces its machine and prices (the catalog fills
+  // them below); --price and the specific price flags override both.
   for (size_t i = 0; i < specs.size(); ++i) {
     if (!names.empty()) specs[i].label = names[i];
+    if (!machines.empty()) {
+      specs[i].hardware = machines[i];
+      specs[i].training_price_per_hour.reset();
+      specs[i].serving_price_per_hour.reset();
+    }
     if (!both->empty()) specs[i].training_price_per_hour = specs[i].serving_price_per_hour = (*both)[i];
     if (!train->empty()) specs[i].training_price_per_hour = (*train)[i];
     if (!serve->empty()) specs[i].serving_price_per_hour = (*serve)[i];
-    // A hardware catalog plugs in here (--hardware NAME): report::FillPrices(specs[i], lookup).
+  }
+  // The catalog is read only when some run names its hardware; a machine's one hourly rate
+  // prices both its training and its serving (0 in the catalog: unknown, left open).
+  bool named = false;
+  for (const report::RunSpec& s : specs) named |= !s.hardware.empty();
+  if (named) {
+    auto cat = cost::HardwareCatalog::Load(catalog);
+    if (!cat.ok()) return Fail(cat.status());
+    const report::PriceLookup lookup = [&cat](const std::string& name) -> Result<report::HardwarePrices> {
+      GK_ASSIGN_OR_RETURN(cost::Machine m, cat->Find(name));
+      report::HardwarePrices p;
+      if (m.price_per_hour > 0) p.training_per_hour = p.serving_per_hour = m.price_per_hour;
+      return p;
+    };
+    for (report::RunSpec& s : specs) {
+      if (Status st = report::FillPrices(s, lookup); !st.ok()) return Fail(st);
+    }
   }
 
   report::ReportOptions options;

@@ -199,8 +199,20 @@ def main():
         check(dark > 500, f"the screenshot is (nearly) blank: {dark} dark pixels sampled")
         check(len(colours) > 8, f"the screenshot has only {len(colours)} colours")
 
+        # Prices from the hardware catalog: each run's cost at its machine's hourly rate.
+        hw_out = f"{tmp}/hw/report.html"
+        run(gk, "report", a_dir, b_dir, "--out", hw_out, "--hardware", "tpu-v5p-8,a3-highgpu-2g")
+        md = open(f"{tmp}/hw/report.md").read()
+        hours = a_run["wall_time_s"] / 3600
+        cents = int(hours * 16.80 * 100 + 0.5)  # Dollars(): half away from zero at the cent
+        want = f"${cents // 100}.{cents % 100:02d}" if hours * 16.80 >= 0.005 else None
+        check("$16.80" in md and "$22.12" in md, "--hardware: the catalog's $16.80/h and $22.12/h are not in report.md")
+        check(want is None or want in md, f"--hardware: run A's training cost {want} not in report.md")
+
         # 3. Bad input: one error line, non-zero exit, no page.
         for args, want in (([a_dir], "at least two RUN_DIRs"),
+                           ([a_dir, b_dir, "--hardware", "tpu-v5p-8,no-such-machine"], "tpu-v6e-8"),
+                           ([a_dir, b_dir, "--hardware", "tpu-v5p-8"], "--hardware has 1 names for 2 RUN_DIRs"),
                            ([a_dir, f"{tmp}/eval-data/dataset_spec-to-rtl"], "no artifacts found"),
                            ([a_dir, b_dir, "--label", "x"], "--label has 1 labels for 2 RUN_DIRs")):
             bad_out = f"{tmp}/bad/report.html"
