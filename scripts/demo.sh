@@ -119,8 +119,9 @@ trap - EXIT
 echo "== gemmakit report: run A ($CORES threads) vs run B (1 thread)"
 echo "   prices are an assumed \$0.05 per core-hour (illustrative, not a quote), so that the cost tables have numbers"
 PRICE_A=$(awk -v c="$CORES" 'BEGIN { printf "%.2f", 0.05 * c }')
-printf '{"label": "CPU %s threads", "price_per_hour": %s}\n' "$CORES" "$PRICE_A" >"$RUN_A/run.json"
-printf '{"label": "CPU 1 thread", "price_per_hour": 0.05}\n' >"$RUN_B/run.json"
+echo "   hardware \"cpu\": this machine, its bandwidth and FLOP peak measured now, for the roofline section"
+printf '{"label": "CPU %s threads", "hardware": "cpu", "price_per_hour": %s}\n' "$CORES" "$PRICE_A" >"$RUN_A/run.json"
+printf '{"label": "CPU 1 thread", "hardware": "cpu", "price_per_hour": 0.05}\n' >"$RUN_B/run.json"
 "$GK" report "$RUN_A" "$RUN_B" --out "$BUILD/demo/report/report.html" \
   --title "gemmakit demo: tiny Gemma 4 on $CORES threads vs 1 thread"
 echo "open $BUILD/demo/report/report.html (or read $BUILD/demo/report/report.md)"

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 
 #include "cli/common.h"
 #include "tools/cost/hardware_catalog.h"
@@ -95,8 +96,19 @@ int RunReport(int argc, char** argv) {
   if (named) {
     auto cat = cost::HardwareCatalog::Load(catalog);
     if (!cat.ok()) return Fail(cat.status());
-    const report::PriceLookup lookup = [&cat](const std::string& name) -> Result<report::HardwarePrices> {
-      GK_ASSIGN_OR_RETURN(cost::Machine m, cat->Find(name));
+    // The machine is kept for the roofline section; `cpu` is measured once, here.
+    std::map<std::string, cost::Machine> found;
+    for (report::RunSpec& s : specs) {
+      if (s.hardware.empty()) continue;
+      if (!found.count(s.hardware)) {
+        auto m = cat->Find(s.hardware);
+        if (!m.ok()) return Fail(m.status().Wrap(StrCat("run \"", s.label, "\" hardware \"", s.hardware, "\"")));
+        found.emplace(s.hardware, *m);
+      }
+      s.machine = found.at(s.hardware);
+    }
+    const report::PriceLookup lookup = [&found](const std::string& name) -> Result<report::HardwarePrices> {
+      const cost::Machine& m = found.at(name);
       report::HardwarePrices p;
       if (m.price_per_hour > 0) p.training_per_hour = p.serving_per_hour = m.price_per_hour;
       return p;

@@ -86,6 +86,15 @@ Result<TrainingArtifact> LoadTraining(const std::string& file) {
   }
   const json data = j.value("config", json::object()).value("data", json::object());
   if (data.contains("loss") && data["loss"].is_string()) t.loss_kind = data["loss"].get<std::string>();
+  const json config = j.value("config", json::object());
+  if (config.contains("model") && config["model"].is_string()) t.model_dir = config["model"].get<std::string>();
+  GK_ASSIGN_OR_RETURN(const auto seq, OptionalNumber(data, "max_seq_len", file));
+  GK_ASSIGN_OR_RETURN(const auto rank, OptionalNumber(config.value("lora", json::object()), "rank", file));
+  if (seq) t.max_seq_len = int64_t(*seq);
+  if (micro) t.micro_batch = int64_t(*micro);
+  if (rank) t.lora_rank = int64_t(*rank);
+  const json memory = config.value("memory", json::object());
+  t.remat = memory.is_object() && memory.contains("remat") && memory["remat"].is_boolean() && memory["remat"].get<bool>();
   GK_ASSIGN_OR_RETURN(t.steps, LoadMetrics((fs::path(file).parent_path() / "metrics.jsonl").string()));
   return t;
 }

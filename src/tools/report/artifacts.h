@@ -30,6 +30,10 @@ struct TrainingArtifact {
   std::optional<double> final_loss;   // null when no step ran
   std::optional<int64_t> samples;     // steps done this invocation × micro_batch × grad_accum
   std::string loss_kind;              // "assistant" or "all" (config.data.loss), "" unknown
+  // The recipe's shape, for the roofline projection (config.*; unset when absent).
+  std::string model_dir;              // config.model
+  std::optional<int64_t> max_seq_len, micro_batch, lora_rank;
+  bool remat = false;
   std::vector<StepPoint> steps;       // metrics.jsonl; empty when that file is missing
 };
 

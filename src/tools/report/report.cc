@@ -1,5 +1,7 @@
 #include "tools/report/report.h"
 
+#include "tools/report/projection.h"
+
 #include <filesystem>
 #include <set>
 
@@ -39,6 +41,7 @@ Report BuildReport(const std::vector<Run>& runs, const ReportOptions& options, c
   r.sections.push_back({"evaluation", "Evaluation", {EvalTable(runs)}, EvalFigures(runs)});
   r.sections.push_back({"serving", "Serving", {ServingTable(runs, options)}, ServingFigures(runs)});
   r.sections.push_back({"cost", "Cost", {CostTable(runs), TcoTable(runs, options)}, {}});
+  r.sections.push_back({"projection", "Roofline projection", {ProjectionTable(runs, options)}, {}});
   const std::vector<Headline> headlines = Headlines(runs, options);
   Section adv{"advantage", "Relative advantage", {}, AdvantageFigures(runs, headlines)};
   for (size_t b = 1; b < runs.size(); ++b) adv.tables.push_back(AdvantageTable(runs, headlines, b));

@@ -11,6 +11,9 @@
 
 #include "tools/markdown_test_util.h"
 #include "tools/report/format.h"
+#include "tools/report/projection.h"
+#include "tools/cost/hardware_catalog.h"
+#include <tuple>
 #include "tools/plot/svg_testing.h"
 #include "util/atomic_file.h"
 #include "util/test_temp_dir.h"
@@ -31,7 +34,8 @@ void WriteTraining(const fs::path& dir, double wall_s, double tokens, double tok
   Write(dir / "training_run.json",
         StrCat(R"({"wall_time_s": )", wall_s, R"(, "tokens": )", tokens, R"(, "tokens_per_s": )", tok_s,
                R"(, "final_loss": )", loss, R"(, "steps": {"done": 1244, "start": 0, "total": 1244},
-                 "config": {"batch": {"micro_batch": 1, "grad_accum": 8}, "data": {"loss": ")", kind, R"("}}})"));
+                 "config": {"batch": {"micro_batch": 1, "grad_accum": 8}, "data": {"loss": ")", kind, R"(", "max_seq_len": 3072},
+                            "lora": {"rank": 64}, "memory": {"remat": true}}})"));
   Write(dir / "metrics.jsonl", StrCat(R"({"step": 1, "loss": 3.0, "grad_norm": 9.5})", "\n",
                                       R"({"step": 2, "loss": 2.0, "grad_norm": 4.5})", "\n\n",
                                       R"({"step": 3, "loss": )", loss, R"(, "grad_norm": 1.25})", "\n"));
@@ -278,6 +282,36 @@ Result<std::vector<Run>> TryLoad(const std::vector<fs::path>& dirs) {
     specs.push_back(s);
   }
   return LoadRuns(specs);
+}
+
+// The roofline section: the reference case's 31B runs on their catalog machines and meshes.
+// The projections are tools/plan's (README: 9429 and 10163 tok/s), the ratios measured / that.
+TEST(ReportTest, ProjectionBesideTheMeasurement) {
+  auto catalog = cost::HardwareCatalog::Default();
+  ASSERT_TRUE(catalog.ok()) << catalog.message();
+  std::vector<RunSpec> specs;
+  for (auto [dir, hw, mesh] : {std::tuple{TpuRun("proj_tpu"), "tpu-v5p-8", "fsdp=1,tp=4"},
+                               std::tuple{GpuRun("proj_gpu"), "a3-highgpu-2g", "fsdp=2,tp=1"}}) {
+    auto s = LoadRunSpec(dir.string());
+    ASSERT_TRUE(s.ok()) << s.message();
+    s->model = "31b";
+    s->mesh = mesh;
+    auto m = catalog->Find(hw);
+    ASSERT_TRUE(m.ok()) << m.message();
+    s->machine = *m;
+    specs.push_back(*s);
+  }
+  auto runs = LoadRuns(specs);
+  ASSERT_TRUE(runs.ok()) << runs.message();
+  const std::string md = Md(ProjectionTable(*runs, {}));
+  EXPECT_EQ(RowOf(md, "machine"), "| machine | tpu-v5p-8 (4 × tpu-v5p) | a3-highgpu-2g (2 × h100) |") << md;
+  EXPECT_EQ(RowOf(md, "measured training tok/s"), "| measured training tok/s | 763.0 | 486.0 |") << md;
+  EXPECT_EQ(RowOf(md, "measured / projected (training)"), "| measured / projected (training) | 0.081 | 0.048 |") << md;
+  EXPECT_NE(RowOf(md, "512 in / 256 out: projected TPOT ms (batch 1)").find("| 512 in"), std::string::npos) << md;
+  // Without a machine each cell says so; the section is still there.
+  (*runs)[1].spec.machine.reset();
+  const std::string md2 = Md(ProjectionTable(*runs, {}));
+  EXPECT_NE(RowOf(md2, "machine").find("no hardware given"), std::string::npos) << md2;
 }
 
 TEST(ReportTest, ClearErrors) {

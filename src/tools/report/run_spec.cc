@@ -36,9 +36,10 @@ Result<RunSpec> LoadRunSpec(const std::string& dir) {
   }
   if (!j.is_object()) return Result<RunSpec>::Error(StrCat(file, ": must be a JSON object"));
   for (const auto& [key, v] : j.items()) {
-    if (key == "label" || key == "hardware") {
+    if (key == "label" || key == "hardware" || key == "model" || key == "mesh") {
       if (!v.is_string()) return Result<RunSpec>::Error(StrCat(file, ": \"", key, "\" must be a string"));
-      (key == "label" ? spec.label : spec.hardware) = v.get<std::string>();
+      (key == "label" ? spec.label : key == "hardware" ? spec.hardware : key == "model" ? spec.model : spec.mesh) =
+          v.get<std::string>();
     } else if (key == "training_price_per_hour") {
       GK_ASSIGN_OR_RETURN(spec.training_price_per_hour, Price(v, file, key));
     } else if (key == "serving_price_per_hour") {
@@ -50,7 +51,7 @@ Result<RunSpec> LoadRunSpec(const std::string& dir) {
     } else {
       return Result<RunSpec>::Error(StrCat(file, ": unknown key \"", key,
                                            "\" (known: label, hardware, training_price_per_hour, "
-                                           "serving_price_per_hour, price_per_hour)"));
+                                           "serving_price_per_hour, price_per_hour, model, mesh)"));
     }
   }
   if (spec.label.empty()) return Result<RunSpec>::Error(StrCat(file, ": \"label\" is empty"));
