@@ -83,9 +83,7 @@ int OrbaxToGguf(const ConvertArgs& a) {
     rc = Fail(r.status());
   } else {
     // general.name as an export from the config's own directory would give it.
-    fs::path p = fs::path(CheckpointDirOf(a.config)).lexically_normal();
-    if (p.filename().empty()) p = p.parent_path();
-    rc = WriteGgufFrom(a, tmp, p.filename().string());
+    rc = WriteGgufFrom(a, tmp, bridge::GgufModelName(CheckpointDirOf(a.config)));
   }
   fs::remove_all(tmp, ec);
   return rc;

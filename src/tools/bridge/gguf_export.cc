@@ -570,12 +570,6 @@ Status CheckGemma3ForLlamaCpp(const ModelConfig& c, const std::string& dir) {
   return Status::Ok();
 }
 
-std::string ModelName(const std::string& dir) {
-  fs::path p = fs::path(dir).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();
-  std::string name = p.filename().string();
-  return name.empty() || name == "." ? "model" : name;
-}
 
 }  // namespace
 
@@ -847,7 +841,7 @@ Result<GgufExportPlan> PlanGgufExport(const std::string& path, GgufType type, co
   const std::string a = plan.arch + ".";
   kv.push_back({"general.architecture", GgufValue::String(plan.arch)});
   kv.push_back({"general.type", GgufValue::String("model")});
-  kv.push_back({"general.name", GgufValue::String(model_name.empty() ? ModelName(dir) : model_name)});
+  kv.push_back({"general.name", GgufValue::String(model_name.empty() ? GgufModelName(dir) : model_name)});
   PutU32(&kv, a + "block_count", uint32_t(c.num_layers));
   int64_t n_ctx = c.max_position_embeddings;
   if (n_ctx <= 0) {
@@ -925,6 +919,13 @@ Result<GgufExportPlan> PlanGgufExport(const std::string& path, GgufType type, co
   if (!v.chat_template.empty()) kv.push_back({"tokenizer.chat_template", GgufValue::String(v.chat_template)});
   kv.push_back({"tokenizer.ggml.add_space_prefix", GgufValue::Bool(false)});
   return plan;
+}
+
+std::string GgufModelName(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  std::string name = p.filename().string();
+  return name.empty() || name == "." ? "model" : name;
 }
 
 Status ExportGguf(const std::string& hf_dir, const std::string& out_path, GgufType type) {

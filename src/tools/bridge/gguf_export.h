@@ -61,6 +61,9 @@ struct GgufExportPlan {
 // and tokenizer beside it). general.name is model_name, or else the directory's name.
 Result<GgufExportPlan> PlanGgufExport(const std::string& hf_dir, GgufType type, const std::string& model_name = "");
 
+// general.name of an export from a checkpoint directory: the directory's name ("model" if none).
+std::string GgufModelName(const std::string& dir);
+
 // PlanGgufExport, then WriteGguf to out_path.
 Status ExportGguf(const std::string& hf_dir, const std::string& out_path, GgufType type);
 

@@ -38,10 +38,14 @@ Table ProjectionTable(const std::vector<Run>& runs, const ReportOptions& options
   Table t;
   t.title = "Roofline projection vs measured";
   t.header = RunHeader(runs);
+  // Each run's model config, read once (config.json on disk for a directory).
+  std::vector<Result<ModelConfig>> models;
+  for (const Run& r : runs) models.push_back(ModelOf(r));
   std::vector<std::string> machine{"machine"}, mesh{"mesh (training: fsdp × tp; serving: tp = chips)"};
   std::vector<std::string> train_proj{"projected training tok/s (lower-bound step)"}, train_meas{"measured training tok/s"},
       train_ratio{"measured / projected (training)"};
-  for (const Run& r : runs) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
     if (!r.spec.machine) {
       for (auto* row : {&machine, &mesh, &train_proj, &train_meas, &train_ratio}) row->push_back(kNoMachine);
       continue;
@@ -49,7 +53,7 @@ Table ProjectionTable(const std::vector<Run>& runs, const ReportOptions& options
     const cost::Machine& hw = *r.spec.machine;
     machine.push_back(StrCat(hw.name, " (", hw.chips, " × ", hw.chip.name, ")"));
     auto m = MeshOf(r);
-    auto c = ModelOf(r);
+    const Result<ModelConfig>& c = models[i];
     mesh.push_back(m.ok() ? m->Text() : m.message());
     if (!r.training || !r.training->max_seq_len || !c.ok() || !m.ok()) {
       const std::string why = !r.training ? "not measured" : !c.ok() ? c.message() : !m.ok() ? m.message() : "recipe shape not known";
@@ -72,9 +76,10 @@ Table ProjectionTable(const std::vector<Run>& runs, const ReportOptions& options
     std::vector<std::string> proj{StrCat(key.first, " in / ", key.second, " out: projected TPOT ms (batch 1)")},
         meas{StrCat("  measured median TPOT ms", rate ? StrCat(" at ", Rate(*rate)) : "")},
         ratio{"  measured / projected (TPOT)"};
-    for (const Run& r : runs) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const Run& r = runs[i];
       const ServingWorkload* w = FindWorkload(r, key);
-      auto c = ModelOf(r);
+      const Result<ModelConfig>& c = models[i];
       const ServingPoint* pt = w && rate ? PointAt(*w, *rate) : nullptr;
       if (!r.spec.machine || !c.ok() || !pt) {
         const std::string why = !r.spec.machine ? kNoMachine : !c.ok() ? c.message() : "not measured";
