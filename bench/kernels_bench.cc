@@ -77,6 +77,32 @@ BENCHMARK(BM_MatMul)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
+// Own kernels (blas:0) against the sgemm route (blas:1) for T tokens over bf16 W, 2 threads:
+// where the route's threshold (BlasMinTokens) belongs. GFLOP/s = 2·rows·cols·T per step.
+void BM_MatMulRoute(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), T = state.range(2);
+  const bool blas = state.range(3) != 0;
+  ThreadPool& pool = Pool(2);
+  std::vector<uint16_t> w(size_t(rows * cols));
+  const std::vector<float> wf = RandomVector(w.size(), 1);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToBf16(wf[i]);
+  const std::vector<float> x = RandomVector(size_t(T * cols), 2);
+  std::vector<float> y(size_t(T * rows));
+  const MatrixView mv{DType::kBF16, rows, cols, w.data()};
+  SetBlasMinTokens(blas ? 1 : 0);
+  for (auto _ : state) {
+    MatMul(mv, x.data(), T, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetBlasMinTokens(BlasMinTokensDefault());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(rows * cols * T) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MatMulRoute)
+    ->ArgsProduct({{2048}, {2048}, {2, 8, 16, 32, 64, 512}, {0, 1}})
+    ->ArgNames({"rows", "cols", "T", "blas"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 // Rows of RmsNorm as the decoder runs them (T rows of D; weights shared): bytes = x + y.
 void BM_RmsNorm(benchmark::State& state) {
   const int64_t D = state.range(0), T = state.range(1);

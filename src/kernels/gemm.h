@@ -26,7 +26,17 @@ void WeightMatMul(const MatrixView& w, const float* x, int64_t T, float* y, bool
 // WeightMatMul.
 void WeightMatMulT(const MatrixView& w, const float* dy, int64_t T, float* dx, bool accumulate, ThreadPool& pool);
 
+// Rows [r0, r1) of y = x·Wᵀ (y row stride w.rows) on the calling thread, through a
+// single-threaded sgemm per widened panel. MatMul's prefill route calls it from every pool
+// thread on distinct row ranges, so both cores stream their own rows of W and OpenBLAS's own
+// threads stay out of it (see EnsureGemmThreads).
+void WeightMatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1);
+
 // Sets OpenBLAS's thread count (its own pool, separate from ours).
 void SetGemmThreads(int threads);
+// The same, only when it differs: the trainer wants OpenBLAS's threads (one sgemm from the
+// trainer's thread), MatMul's prefill route wants one (an sgemm per pool thread), and a process
+// (the tests) may run both.
+void EnsureGemmThreads(int threads);
 
 }  // namespace gk

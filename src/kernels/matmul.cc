@@ -2,11 +2,13 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "kernels/isa.h"
 #include "kernels/matmul_q8.h"
 
@@ -31,6 +33,14 @@ PackedFn ActivePackedFn() {
 }
 
 std::atomic<int> g_bf16_mode{-1};
+std::atomic<int64_t> g_blas_min_tokens{-1};
+
+constexpr int64_t kDefaultBlasMinTokens = 64;// see docs/PERF.md, "Prefill through sgemm"
+
+bool UseBlas(const MatrixView& w, int64_t T) {
+  const int64_t min_tokens = BlasMinTokens();
+  return min_tokens > 0 && T >= min_tokens && !w.packed && (w.dtype == DType::kF32 || w.dtype == DType::kBF16);
+}
 
 // Activations as bf16 pairs (and their remainders in split mode) for the packed kernels. One
 // buffer per calling thread, grown to the largest call and then reused: no allocation once warm.
@@ -98,6 +108,21 @@ Bf16Activations ActiveBf16Activations() {
 
 void SetBf16Activations(Bf16Activations mode) { g_bf16_mode.store(int(mode)); }
 
+int64_t BlasMinTokensDefault() {
+  static const int64_t from_env = [] {
+    const char* e = std::getenv("GEMMAKIT_BLAS_MIN_TOKENS");
+    return e && *e ? std::max<int64_t>(0, std::atoll(e)) : kDefaultBlasMinTokens;
+  }();
+  return from_env;
+}
+
+int64_t BlasMinTokens() {
+  const int64_t forced = g_blas_min_tokens.load(std::memory_order_relaxed);
+  return forced >= 0 ? forced : BlasMinTokensDefault();
+}
+
+void SetBlasMinTokens(int64_t tokens) { g_blas_min_tokens.store(std::max<int64_t>(0, tokens)); }
+
 void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1) {
   if (w.dtype == DType::kQ8_0) {  // int8 weights: kernels/matmul_q8.h
     MatMulRowsQ8(w, x, T, y, r0, r1);
@@ -132,6 +157,14 @@ void MatMul(const MatrixView& w, const float* x, int64_t T, float* y, ThreadPool
     }
     const PackedFn fn = ActivePackedFn();
     pool.ParallelFor(w.rows / 16, [&](int64_t p0, int64_t p1, int) { fn(w, hi, lo, T, y, p0, p1); });
+    return;
+  }
+  if (UseBlas(w, T)) {
+    EnsureGemmThreads(1);
+    const int64_t blocks = (w.rows + 15) / 16;
+    pool.ParallelFor(blocks, [&](int64_t b0, int64_t b1, int) {
+      WeightMatMulRows(w, x, T, y, b0 * 16, std::min(w.rows, b1 * 16));
+    });
     return;
   }
   const RowsFn rows_fn = ActiveRowsFn();

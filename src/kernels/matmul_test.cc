@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -38,19 +39,25 @@ TEST_P(MatMulTest, MatchesScalarReference) {
   std::vector<float> want(size_t(shape.tokens * shape.rows)), got(want.size(), NAN);
   MatMulRowsScalar(w, x, shape.tokens, want.data(), 0, shape.rows);
   ThreadPool pool(2);
-  SetActiveIsa(isa);
-  MatMul(w, x, shape.tokens, got.data(), pool);
-  SetActiveIsa(BestSupportedIsa());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-4f * std::sqrt(float(shape.cols)) * (1.f + std::fabs(want[i])))
-        << "element " << i << " isa " << IsaName(isa);
+  // Our kernels (BLAS route off), then the sgemm route for every T (kernels/gemm.h).
+  for (int64_t blas_min_tokens : {0, 1}) {
+    SetBlasMinTokens(blas_min_tokens);
+    SetActiveIsa(isa);
+    std::fill(got.begin(), got.end(), NAN);
+    MatMul(w, x, shape.tokens, got.data(), pool);
+    SetActiveIsa(BestSupportedIsa());
+    SetBlasMinTokens(BlasMinTokensDefault());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-4f * std::sqrt(float(shape.cols)) * (1.f + std::fabs(want[i])))
+          << "element " << i << " isa " << IsaName(isa) << " blas route " << blas_min_tokens;
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MatMulTest,
     ::testing::Combine(::testing::Values(Case{1, 16, 1}, Case{7, 33, 1}, Case{37, 100, 3}, Case{64, 64, 5},
-                                         Case{19, 1100, 9}, Case{130, 2050, 70}),
+                                         Case{19, 1100, 9}, Case{19, 1100, 1}, Case{130, 2050, 70}),
                        ::testing::Values(DType::kF32, DType::kBF16),
                        ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512)));
 

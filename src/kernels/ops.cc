@@ -14,6 +14,7 @@ inline bool UseAvx512() { return ActiveIsa() == Isa::kAvx512; }
 
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
   if (UseAvx512()) return RmsNormAvx512(x, w, n, eps, y);
+  if (ActiveIsa() == Isa::kAvx2) return RmsNormAvx2(x, w, n, eps, y);
   double ss = 0;  // double: the mean of squares over thousands of values
   for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
   const float inv = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
@@ -35,6 +36,7 @@ float GeluTanh(float x) {
 
 void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
   if (UseAvx512()) return GeluTanhMulAvx512(gate, up, n, out);
+  if (ActiveIsa() == Isa::kAvx2) return GeluTanhMulAvx2(gate, up, n, out);
   for (int64_t i = 0; i < n; ++i) out[i] = GeluTanh(gate[i]) * up[i];
 }
 
@@ -47,6 +49,7 @@ void Softcap(float* x, int64_t n, float cap) {
 
 void SoftmaxInPlace(float* x, int64_t n) {
   if (UseAvx512()) return SoftmaxInPlaceAvx512(x, n);
+  if (ActiveIsa() == Isa::kAvx2) return SoftmaxInPlaceAvx2(x, n);
   float m = -INFINITY;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
   float s = 0.f;
@@ -96,16 +99,21 @@ void Add(const float* a, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a[i];
 }
 
-void ApplyRope(float* v, int64_t H, const float* inv_freq, int64_t pos) {
+void ApplyRope(float* v, int64_t H, const float* inv_freq, int64_t pos) { ApplyRopeHeads(v, 1, H, inv_freq, pos); }
+
+void ApplyRopeHeads(float* v, int64_t heads, int64_t H, const float* inv_freq, int64_t pos) {
   const int64_t half = H / 2;
   for (int64_t i = 0; i < half; ++i) {
     if (inv_freq[i] == 0.f) continue;
     // Angles in double: positions reach 10^5 and float angles would lose the low bits.
     const double angle = double(pos) * double(inv_freq[i]);
     const float c = float(std::cos(angle)), s = float(std::sin(angle));
-    const float a = v[i], b = v[i + half];
-    v[i] = a * c - b * s;
-    v[i + half] = b * c + a * s;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* x = v + h * H;
+      const float a = x[i], b = x[i + half];
+      x[i] = a * c - b * s;
+      x[i + half] = b * c + a * s;
+    }
   }
 }
 

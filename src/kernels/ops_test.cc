@@ -53,13 +53,16 @@ TEST(Ops, SoftcapBoundsValues) {
   EXPECT_NEAR(x[3], 30.f * std::tanh(0.1f), 1e-6);
 }
 
-// The AVX-512 versions against the scalar loops (and against double-precision math where the
-// scalar loop is itself only float-accurate), over lengths that exercise the masked tails.
-class OpsIsaTest : public ::testing::TestWithParam<int64_t> {
+// The AVX-512 and AVX2 versions against the scalar loops (and against double-precision math
+// where the scalar loop is itself only float-accurate), over lengths that exercise the tails.
+// (An op without a version for the ISA runs the scalar loop: trivially equal.)
+class OpsIsaTest : public ::testing::TestWithParam<std::tuple<int64_t, Isa>> {
  protected:
   void SetUp() override {
-    if (BestSupportedIsa() != Isa::kAvx512) GTEST_SKIP() << "CPU lacks avx512";
+    isa_ = std::get<1>(GetParam());
+    if (int(isa_) > int(BestSupportedIsa())) GTEST_SKIP() << "CPU lacks " << IsaName(isa_);
   }
+  Isa isa_ = Isa::kScalar;
   void TearDown() override { SetActiveIsa(BestSupportedIsa()); }
   std::vector<float> Random(int64_t n, float sd, uint32_t seed) {
     std::mt19937 rng(seed);
@@ -71,13 +74,13 @@ class OpsIsaTest : public ::testing::TestWithParam<int64_t> {
 };
 
 TEST_P(OpsIsaTest, RmsNormMatchesScalar) {
-  const int64_t n = GetParam();
+  const int64_t n = std::get<0>(GetParam());
   const std::vector<float> x = Random(n, 3.f, 1), w = Random(n, 1.f, 2);
   for (const float* wp : {w.data(), static_cast<const float*>(nullptr)}) {
     std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
     SetActiveIsa(Isa::kScalar);
     RmsNorm(x.data(), wp, n, 1e-6f, want.data());
-    SetActiveIsa(Isa::kAvx512);
+    SetActiveIsa(isa_);
     RmsNorm(x.data(), wp, n, 1e-6f, got.data());
     for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i])) << i;
     std::vector<float> inplace = x;  // y == x
@@ -87,13 +90,13 @@ TEST_P(OpsIsaTest, RmsNormMatchesScalar) {
 }
 
 TEST_P(OpsIsaTest, GeluTanhMulMatchesDoubleMath) {
-  const int64_t n = GetParam();
+  const int64_t n = std::get<0>(GetParam());
   std::vector<float> gate = Random(n, 4.f, 3), up = Random(n, 1.f, 4);
   if (n > 3) gate[0] = -12.f, gate[1] = 12.f, gate[2] = 0.f;
   std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
   SetActiveIsa(Isa::kScalar);
   GeluTanhMul(gate.data(), up.data(), n, want.data());
-  SetActiveIsa(Isa::kAvx512);
+  SetActiveIsa(isa_);
   GeluTanhMul(gate.data(), up.data(), n, got.data());
   for (size_t i = 0; i < got.size(); ++i) {
     const double x = gate[i], u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
@@ -106,13 +109,13 @@ TEST_P(OpsIsaTest, GeluTanhMulMatchesDoubleMath) {
 }
 
 TEST_P(OpsIsaTest, SoftcapMatchesScalar) {
-  const int64_t n = GetParam();
+  const int64_t n = std::get<0>(GetParam());
   std::vector<float> x = Random(n, 40.f, 5);
   if (n > 4) x[0] = 1e30f, x[1] = -1e30f, x[2] = 1e-3f, x[3] = 18.74f;  // 18.74/30 ≈ 0.625
   std::vector<float> want = x, got = x;
   SetActiveIsa(Isa::kScalar);
   Softcap(want.data(), n, 30.f);
-  SetActiveIsa(Isa::kAvx512);
+  SetActiveIsa(isa_);
   Softcap(got.data(), n, 30.f);
   for (size_t i = 0; i < got.size(); ++i) {
     const double exact = 30.0 * std::tanh(double(x[i]) / 30.0);
@@ -122,7 +125,7 @@ TEST_P(OpsIsaTest, SoftcapMatchesScalar) {
 }
 
 TEST_P(OpsIsaTest, SoftmaxDotAxpyScaleAddMatchScalar) {
-  const int64_t n = GetParam();
+  const int64_t n = std::get<0>(GetParam());
   const std::vector<float> a = Random(n, 5.f, 6), b = Random(n, 1.f, 7);
   auto run = [&](Isa isa) {
     SetActiveIsa(isa);
@@ -134,7 +137,7 @@ TEST_P(OpsIsaTest, SoftmaxDotAxpyScaleAddMatchScalar) {
     return std::make_tuple(sm, ax, sc, ad, Dot(a.data(), b.data(), n));
   };
   const auto [sm0, ax0, sc0, ad0, dot0] = run(Isa::kScalar);
-  const auto [sm1, ax1, sc1, ad1, dot1] = run(Isa::kAvx512);
+  const auto [sm1, ax1, sc1, ad1, dot1] = run(isa_);
   double abs_dot = 0;
   for (int64_t i = 0; i < n; ++i) abs_dot += std::fabs(double(a[size_t(i)]) * b[size_t(i)]);
   EXPECT_NEAR(dot1, dot0, 1e-6 * abs_dot);
@@ -152,7 +155,9 @@ TEST_P(OpsIsaTest, SoftmaxDotAxpyScaleAddMatchScalar) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Lengths, OpsIsaTest, ::testing::Values(1, 7, 16, 17, 100, 256, 2816, 5376, 262144));
+INSTANTIATE_TEST_SUITE_P(Lengths, OpsIsaTest,
+                         ::testing::Combine(::testing::Values(1, 7, 16, 17, 100, 256, 2816, 5376, 262144),
+                                            ::testing::Values(Isa::kAvx2, Isa::kAvx512)));
 
 }  // namespace
 }  // namespace gk

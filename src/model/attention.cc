@@ -26,10 +26,11 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
 
   float* q = s_->q.data();  // (T, N, H)
   MatMul(lw.q, xn, T, q, *pool_);
-  pool_->ParallelFor(T * N, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      RmsNorm(q + i * H, lw.q_norm.data(), H, eps, q + i * H);
-      ApplyRope(q + i * H, H, inv_freq, token_pos_[size_t(i / N)]);
+  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      float* qt = q + t * N * H;
+      for (int64_t h = 0; h < N; ++h) RmsNorm(qt + h * H, lw.q_norm.data(), H, eps, qt + h * H);
+      ApplyRopeHeads(qt, N, H, inv_freq, token_pos_[size_t(t)]);
     }
   });
 
@@ -43,14 +44,16 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
       MatMul(lw.v, xn, T, v, *pool_);
     }
     const bool v_norm = c.arch == Arch::kGemma4;
-    pool_->ParallelFor(T * K, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) {
-        float* kk = k + i * H;
-        RmsNorm(kk, lw.k_norm.data(), H, eps, kk);
-        ApplyRope(kk, H, inv_freq, token_pos_[size_t(i / K)]);
-        float* vv = v + i * H;
-        if (v_norm) RmsNorm(vv, nullptr, H, eps, vv);
-        StoreKv(l, i / K, int(i % K), kk, vv);
+    pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) {
+        float* kt = k + t * K * H;
+        for (int64_t h = 0; h < K; ++h) RmsNorm(kt + h * H, lw.k_norm.data(), H, eps, kt + h * H);
+        ApplyRopeHeads(kt, K, H, inv_freq, token_pos_[size_t(t)]);
+        for (int64_t h = 0; h < K; ++h) {
+          float* vv = v + (t * K + h) * H;
+          if (v_norm) RmsNorm(vv, nullptr, H, eps, vv);
+          StoreKv(l, t, int(h), kt + h * H, vv);
+        }
       }
     });
   }

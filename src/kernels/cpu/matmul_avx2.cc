@@ -1,6 +1,7 @@
 // AVX2 + FMA MatMul for CPUs without AVX-512. With 16 ymm registers the micro-kernel holds
-// 4 rows × 3 tokens of accumulators (plus 3 activations and one weight vector); decode (one or
-// two tokens) uses 4 × 1 or 4 × 2 straight from the weights. With three or more tokens, bf16
+// 4 rows × 3 tokens of accumulators (plus 3 activations and one weight vector); one bf16 token
+// (decode) uses DecodeRowsBf16, 8 rows straight from the weights with one instruction per 8
+// weights to widen them; two tokens use 4 × 2. With three or more tokens, bf16
 // weights are first widened to f32 one 4-row × 1024-column panel at a time (16 KiB, L1-resident)
 // so that every token reuses the widened panel instead of widening each weight again: the
 // widening (vpmovzxwd + vpslld) competes with the FMAs for the same ports.
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/matmul.h"
 
@@ -130,10 +132,59 @@ void Rows(const MatrixView& mv, const float* x, int64_t T, float* y, int64_t r0,
   }
 }
 
+// Decode (one token) over bf16 rows, 8 rows at a time. A 256-bit load holds 16 bf16; shifting
+// each 32-bit lane left by 16 gives the even columns as f32, masking off its low half gives the
+// odd ones: one instruction per 8 weights instead of two (vpmovzxwd + vpslld), against
+// activations split once into even and odd halves of every 16 columns (xd).
+GK_AVX2 void DeinterleaveEvenOdd(const float* x, int64_t n16, float* xd) {
+  for (int64_t c = 0; c < n16; c += 16) {
+    const __m256 a = _mm256_loadu_ps(x + c), b = _mm256_loadu_ps(x + c + 8);
+    const __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));  // x0 x2 x8 x10 | x4 x6 x12 x14
+    const __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    _mm256_storeu_ps(xd + c, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xd8)));
+    _mm256_storeu_ps(xd + c + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xd8)));
+  }
+}
+
+template <int RB>
+GK_AVX2 void DecodeBf16Block(const uint16_t* w, int64_t C, const float* x, const float* xd, int64_t n16, float* y) {
+  const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
+  __m256 acc[RB];
+#pragma GCC unroll 8
+  for (int r = 0; r < RB; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < n16; c += 16) {
+    const __m256 xe = _mm256_loadu_ps(xd + c), xo = _mm256_loadu_ps(xd + c + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * C + c));
+      acc[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, high)), xo, acc[r]);
+    }
+  }
+  for (int r = 0; r < RB; ++r) {
+    float s = HorizontalSum(acc[r]);
+    for (int64_t c = n16; c < C; ++c) s += Bf16ToF32(w[r * C + c]) * x[c];
+    y[r] = s;
+  }
+}
+
+void DecodeRowsBf16(const MatrixView& mv, const float* x, float* y, int64_t r0, int64_t r1) {
+  const int64_t C = mv.cols, n16 = C / 16 * 16;
+  thread_local std::vector<float> xd;
+  if (int64_t(xd.size()) < n16) xd.resize(size_t(n16));
+  DeinterleaveEvenOdd(x, n16, xd.data());
+  const uint16_t* w = static_cast<const uint16_t*>(mv.data);
+  int64_t r = r0;
+  for (; r + 8 <= r1; r += 8) DecodeBf16Block<8>(w + r * C, C, x, xd.data(), n16, y + r);
+  for (; r < r1; ++r) DecodeBf16Block<1>(w + r * C, C, x, xd.data(), n16, y + r);
+}
+
 }  // namespace
 
 void MatMulRowsAvx2(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1) {
-  if (w.dtype == DType::kBF16) {
+  if (w.dtype == DType::kBF16 && T == 1) {
+    DecodeRowsBf16(w, x, y, r0, r1);
+  } else if (w.dtype == DType::kBF16) {
     Rows<uint16_t>(w, x, T, y, r0, r1);
   } else {
     Rows<float>(w, x, T, y, r0, r1);

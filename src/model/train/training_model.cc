@@ -48,12 +48,14 @@ TrainingModel::TrainingModel(const ModelConfig& c, ModelWeights weights, LoraAda
   inv_freq_full_ = RopeInvFreq(c.rope_full, c.global_head_dim);
   if (!options.remat) acts_.resize(size_t(c.num_layers));
   work_ = std::make_unique<LayerActs>();
-  SetGemmThreads(pool->size());
 }
 
 TrainingModel::~TrainingModel() = default;
 
 Status TrainingModel::Prepare(std::span<const TrainRowView> rows, bool backward) {
+  // OpenBLAS threads its own products here; the inference engine's prefill route sets it to one
+  // thread (kernels/gemm.h), and a process may use both.
+  EnsureGemmThreads(pool_->size());
   int64_t T = 0;
   for (const TrainRowView& r : rows) {
     if (r.tokens.empty()) return Status::Error("training: empty row");

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "kernels/isa.h"
 
 #include "util/clock.h"
@@ -141,11 +142,25 @@ double MeasureBf16Peak(ThreadPool& pool, int repeats) {
   return PeakOf(pool, repeats, 2.0 * 32 * kChains, Bf16LoopAvx512);
 }
 
+double MeasureSgemmRate(int threads, int repeats) {
+  constexpr int64_t M = 512, N = 2048, K = 2048;
+  std::vector<float> a(size_t(M * K), 0.5f), b(size_t(N * K), 0.25f), out(size_t(M * N));
+  SetGemmThreads(threads);
+  std::vector<double> rates;
+  for (int r = 0; r < repeats + 1; ++r) {
+    const double t0 = NowSeconds();
+    Sgemm(false, true, M, N, K, 1.f, a.data(), K, b.data(), K, 0.f, out.data(), N);
+    if (r > 0) rates.push_back(2.0 * double(M * N * K) / (NowSeconds() - t0) / 1e9);  // the first warms up
+  }
+  return Median(rates);
+}
+
 Ceilings MeasureCeilings(ThreadPool& pool, uint64_t buffer_bytes, int repeats) {
   Ceilings c;
   c.read_gbps = MeasureReadBandwidth(pool, buffer_bytes, repeats);
   c.fp32_gflops = MeasureFp32Peak(pool, repeats);
   c.bf16_gflops = MeasureBf16Peak(pool, repeats);
+  c.sgemm_gflops = MeasureSgemmRate(pool.size(), repeats);
   return c;
 }
 

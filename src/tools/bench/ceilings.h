@@ -3,7 +3,10 @@
 // absolute numbers).
 //   read bandwidth: each thread sums its own slice of a buffer much larger than the caches;
 //   fp32 FMA peak: independent vfmadd231ps chains, 2 FLOPs per lane;
-//   bf16 dot peak: vdpbf16ps chains, 2 FLOPs per bf16 pair (AVX-512 BF16 CPUs only).
+//   bf16 dot peak: vdpbf16ps chains, 2 FLOPs per bf16 pair (AVX-512 BF16 CPUs only);
+//   sgemm rate: OpenBLAS sgemm of a 512 × 2048 by 2048 × 2048 product (a prefill's shape) on
+//     all threads: the measured matrix-product rate a prefill is held to where the CPU has no
+//     bf16 dot product (the speed issue's "measured matmul rate").
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,7 @@ struct Ceilings {
   double read_gbps = 0;       // GB/s (1e9 bytes)
   double fp32_gflops = 0;     // GFLOP/s
   double bf16_gflops = 0;     // GFLOP/s, 0 when the CPU lacks AVX-512 BF16
+  double sgemm_gflops = 0;    // GFLOP/s
 };
 
 // Median of `repeats` runs of each probe on all of pool's threads. buffer_bytes should be
@@ -29,5 +33,6 @@ float StreamSum(const float* p, int64_t n);
 double MeasureReadBandwidth(ThreadPool& pool, uint64_t buffer_bytes, int repeats);
 double MeasureFp32Peak(ThreadPool& pool, int repeats);
 double MeasureBf16Peak(ThreadPool& pool, int repeats);
+double MeasureSgemmRate(int threads, int repeats);
 
 }  // namespace gk

@@ -3,7 +3,8 @@
 //   decode ceiling  = read bandwidth / weight bytes streamed per token
 //   prefill ceiling = FLOP rate / (2 × weights used per token), the output head counted once
 //                     per prompt (only the last position's logits are computed); attention
-//                     FLOPs are not counted
+//                     FLOPs are not counted; also printed against the sgemm rate measured
+//                     in the run, the matrix-product rate a CPU without bf16 dot products has
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,7 @@ struct ModelBenchResult {
   double decode_ratio = 0;         // decode tok/s ÷ (read bandwidth / bytes per token)
   double prefill_ratio_fp32 = 0;   // prefill FLOP/s ÷ fp32 FMA peak
   double prefill_ratio_bf16 = 0;   // prefill FLOP/s ÷ bf16 dot peak
+  double prefill_ratio_sgemm = 0;  // prefill FLOP/s ÷ OpenBLAS sgemm rate (ceilings.h)
 };
 
 Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& options);
