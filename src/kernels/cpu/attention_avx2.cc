@@ -1,7 +1,10 @@
 // AVX2 attention kernel: the AVX-512 kernel's structure (see attention_avx512.cc) on 8 lanes
 // and 16 registers: score tiles of G heads × 8/G positions (≤ 8 accumulators, one Reduce8),
-// p·V slices of 8·C columns (C = 1 for G > 4, else 2). No prefetching (the slower
-// instruction set leaves the memory system more slack). FP8 rows widen through f16 (F16C).
+// p·V slices of 8·C columns (C = 1 for G > 4, else 2). Prefetches as in the AVX-512 kernel:
+// while a score tile runs, its V rows and the K rows kKAhead ahead, one line per row every 64
+// bytes of columns; while p·V runs, the next block's K rows. Without them p·V walks each V block
+// column slice by column slice and waits on the first touch of every line (the kernel read
+// 0.3–0.5 of the bandwidth, docs/PERF.md). FP8 rows widen through f16 (F16C).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -88,19 +91,38 @@ struct Fp8E4m3Kv {
   }
 };
 
+constexpr int kKAhead = 8;  // K rows are prefetched this many rows ahead of the score tile
+
+inline void Prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+
+// s[g * kBlock + j] = scale · q_g · k_j for j < nb, prefetching the tile's V rows and the K rows
+// kKAhead ahead (`avail`: rows left in the segment from k on).
 template <class KV, int G>
-GK_AVX2 void BlockScores(const float* q, int64_t q_stride, const typename KV::T* k, int64_t stride, int nb, int H,
-                         float scale, float* s) {
+GK_AVX2 void BlockScores(const float* q, int64_t q_stride, const typename KV::T* k, const typename KV::T* v,
+                         int64_t stride, int nb, int H, float scale, float* s, int64_t avail) {
   constexpr int J = 8 / G;
+  constexpr int kLine = 64 / int(sizeof(typename KV::T));  // elements per cache line
   alignas(32) float tmp[8];
   for (int j0 = 0; j0 < nb; j0 += J) {
     const typename KV::T* rows[J];
+    const typename KV::T* kahead[J];
+    const typename KV::T* vrows[J];
 #pragma GCC unroll 8
-    for (int j = 0; j < J; ++j) rows[j] = k + int64_t(std::min(j0 + j, nb - 1)) * stride;
+    for (int j = 0; j < J; ++j) {
+      rows[j] = k + int64_t(std::min(j0 + j, nb - 1)) * stride;
+      kahead[j] = k + std::min<int64_t>(j0 + kKAhead + j, avail - 1) * stride;
+      vrows[j] = v + int64_t(std::min(j0 + j, nb - 1)) * stride;
+    }
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
     for (int d = 0; d < H; d += 8) {
+      if (d % kLine == 0) {
+#pragma GCC unroll 8
+        for (int j = 0; j < J; ++j) Prefetch(vrows[j] + d);
+#pragma GCC unroll 8
+        for (int j = 0; j < J; ++j) Prefetch(kahead[j] + d);
+      }
       __m256 kv[J];
 #pragma GCC unroll 8
       for (int j = 0; j < J; ++j) kv[j] = KV::Load(rows[j] + d);
@@ -119,9 +141,12 @@ GK_AVX2 void BlockScores(const float* q, int64_t q_stride, const typename KV::T*
   }
 }
 
+// o[g][d0, d0 + 8·C) += Σ_j p[g][j] · v_j[d0, ...); prefetches the line at d0 of the next
+// block's K rows (knext, nnext rows) when d0 starts a line.
 template <class KV, int G, int C>
 GK_AVX2 void BlockPv(const float* p, const typename KV::T* v, int64_t stride, int nb, int d0, float* o,
-                     int64_t o_stride) {
+                     int64_t o_stride, const typename KV::T* knext, int nnext) {
+  const bool line_start = (int64_t(d0) * int64_t(sizeof(typename KV::T))) % 64 == 0;
   __m256 acc[G][C];
 #pragma GCC unroll 8
   for (int g = 0; g < G; ++g)
@@ -138,6 +163,7 @@ GK_AVX2 void BlockPv(const float* p, const typename KV::T* v, int64_t stride, in
 #pragma GCC unroll 2
       for (int c = 0; c < C; ++c) acc[g][c] = _mm256_fmadd_ps(pb, vv[c], acc[g][c]);
     }
+    if (line_start && j < nnext) Prefetch(knext + int64_t(j) * stride + d0);
   }
 #pragma GCC unroll 8
   for (int g = 0; g < G; ++g)
@@ -197,13 +223,15 @@ GK_AVX2 void Partial(const AttentionQuery& q, std::span<const KvSegment> segment
     const auto* vseg = static_cast<const typename KV::T*>(seg.v);
     for (int64_t j = lo; j < hi; j += kBlock) {
       const int nb = int(std::min<int64_t>(kBlock, hi - j));
+      const int nnext = int(std::min<int64_t>(kBlock, hi - j - nb));
       const typename KV::T* k = kseg + j * seg.stride;
       const typename KV::T* v = vseg + j * seg.stride;
-      BlockScores<KV, G>(q.q, q.q_stride, k, seg.stride, nb, H, q.scale * KV::kScale, s);
+      const typename KV::T* knext = k + int64_t(nb) * seg.stride;
+      BlockScores<KV, G>(q.q, q.q_stride, k, v, seg.stride, nb, H, q.scale * KV::kScale, s, hi - j);
       for (int g = 0; g < G; ++g) SoftmaxBlock(s + g * kBlock, nb, m + g, l + g, o + g * o_stride, H);
       int d0 = 0;
-      for (; d0 + 8 * C <= H; d0 += 8 * C) BlockPv<KV, G, C>(s, v, seg.stride, nb, d0, o, o_stride);
-      for (; d0 < H; d0 += 8) BlockPv<KV, G, 1>(s, v, seg.stride, nb, d0, o, o_stride);
+      for (; d0 + 8 * C <= H; d0 += 8 * C) BlockPv<KV, G, C>(s, v, seg.stride, nb, d0, o, o_stride, knext, nnext);
+      for (; d0 < H; d0 += 8) BlockPv<KV, G, 1>(s, v, seg.stride, nb, d0, o, o_stride, knext, nnext);
     }
   }
   if constexpr (KV::kScale != 1.f) {  // V rows were read as value / kScale
