@@ -35,7 +35,10 @@ PackedFn ActivePackedFn() {
 std::atomic<int> g_bf16_mode{-1};
 std::atomic<int64_t> g_blas_min_tokens{-1};
 
-constexpr int64_t kDefaultBlasMinTokens = 64;// see docs/PERF.md, "Prefill through sgemm"
+// From 64 tokens on the sgemm route beat our AVX2 kernels (docs/PERF.md, "AVX2: prefill
+// through sgemm"). On AVX-512 CPUs it was not measured against our kernels, so it stays off
+// there unless GEMMAKIT_BLAS_MIN_TOKENS asks for it.
+constexpr int64_t kDefaultBlasMinTokens = 64;
 
 bool UseBlas(const MatrixView& w, int64_t T) {
   const int64_t min_tokens = BlasMinTokens();
@@ -111,7 +114,8 @@ void SetBf16Activations(Bf16Activations mode) { g_bf16_mode.store(int(mode)); }
 int64_t BlasMinTokensDefault() {
   static const int64_t from_env = [] {
     const char* e = std::getenv("GEMMAKIT_BLAS_MIN_TOKENS");
-    return e && *e ? std::max<int64_t>(0, std::atoll(e)) : kDefaultBlasMinTokens;
+    if (e && *e) return std::max<int64_t>(0, std::atoll(e));
+    return BestSupportedIsa() == Isa::kAvx512 ? int64_t(0) : kDefaultBlasMinTokens;
   }();
   return from_env;
 }

@@ -14,11 +14,12 @@ namespace gk {
 
 void MatMul(const MatrixView& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
-// Prefill and batched decode (T >= BlasMinTokens()) with row-major f32/bf16 weights go through
-// OpenBLAS's sgemm on panels widened to f32 (kernels/gemm.h), one single-threaded sgemm per pool
-// thread on its own rows: on AVX2 it ran at about twice the rate of our register-blocked kernel
-// (docs/PERF.md). Packed bf16 (AVX-512 BF16) and Q8_0 weights keep their own kernels.
-// GEMMAKIT_BLAS_MIN_TOKENS=N sets the threshold (0: never), SetBlasMinTokens too (benchmarks).
+// Prefill (T >= BlasMinTokens(), 64 by default on CPUs without AVX-512) with row-major f32/bf16
+// weights goes through OpenBLAS's sgemm on panels widened to f32 (kernels/gemm.h), one
+// single-threaded sgemm per pool thread on its own rows: on AVX2 it ran ~1.4× our
+// register-blocked kernel at T = 512 (docs/PERF.md). Packed bf16 (AVX-512 BF16) and Q8_0
+// weights keep their own kernels. GEMMAKIT_BLAS_MIN_TOKENS=N sets the threshold (0: never),
+// SetBlasMinTokens too (tests, benchmarks).
 int64_t BlasMinTokens();
 int64_t BlasMinTokensDefault();  // from the environment, else the built-in threshold
 void SetBlasMinTokens(int64_t tokens);
