@@ -16,6 +16,36 @@ RUN_B="$BUILD/demo/runs/cpu-1-thread"
 rm -rf "$BUILD/demo/runs"
 mkdir -p "$RUN_A" "$RUN_B"
 
+# start_server LOG WHAT ARGS...: `gemmakit serve ARGS` in the background, its output in LOG;
+# sets SERVER (pid) and URL once it listens (up to 60 s for the weights to load).
+start_server() {
+  local log=$1 what=$2
+  shift 2
+  "$GK" serve "$@" >"$log" 2>&1 &
+  SERVER=$!
+  trap 'kill -9 $SERVER 2>/dev/null || true' EXIT
+  URL=
+  for _ in $(seq 600); do
+    URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$log" | head -n1)
+    [ -n "$URL" ] && break
+    kill -0 $SERVER 2>/dev/null || { cat "$log"; echo "demo: $what exited" >&2; exit 1; }
+    sleep 0.1
+  done
+  [ -n "$URL" ] || { cat "$log"; echo "demo: $what did not start" >&2; exit 1; }
+}
+
+# stop_server LOG WHAT: SIGTERM, then the exit status must be 0 (drained cleanly).
+stop_server() {
+  kill -TERM $SERVER
+  if wait $SERVER; then
+    echo "$2 exited cleanly"
+  else
+    local code=$?
+    cat "$1"; echo "demo: $2 exited with status $code" >&2; exit 1
+  fi
+  trap - EXIT
+}
+
 echo "== gemmakit init --preset tiny --out $MODEL"
 "$GK" init --preset tiny --out "$MODEL" --seed 1
 
@@ -28,17 +58,7 @@ echo "== gemmakit logprobs (first positions)"
 
 echo "== gemmakit serve --model $MODEL --served-model-name tiny --port 0 (OpenAI-compatible, loopback)"
 LOG="$BUILD/demo/serve.log"
-"$GK" serve --model "$MODEL" --served-model-name tiny --port 0 --max-model-len 1024 >"$LOG" 2>&1 &
-SERVER=$!
-trap 'kill -9 $SERVER 2>/dev/null || true' EXIT
-URL=
-for _ in $(seq 600); do  # up to 60 s for the weights to load
-  URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG" | head -n1)
-  [ -n "$URL" ] && break
-  kill -0 $SERVER 2>/dev/null || { cat "$LOG"; echo "demo: the server exited" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$URL" ] || { cat "$LOG"; echo "demo: the server did not start" >&2; exit 1; }
+start_server "$LOG" "the server" --model "$MODEL" --served-model-name tiny --port 0 --max-model-len 1024
 grep -E "KV cache size|Maximum concurrency" "$LOG"
 echo "== curl $URL/v1/chat/completions"
 curl -sS --fail-with-body "$URL/v1/chat/completions" -H 'Content-Type: application/json' \
@@ -56,13 +76,7 @@ echo "   (random weights write no Verilog: expect pass@k = 0; the pipeline, iver
 "$GK" eval verilog --dataset "$BUILD/demo/verilog-eval" --base-url "$URL" --model tiny \
   --n-samples 2 --max-tokens 64 --k 1,2 --out "$RUN_A/eval"
 echo "== SIGTERM: drain and exit"
-kill -TERM $SERVER
-if wait $SERVER; then
-  echo "server exited cleanly"
-else
-  code=$?; cat "$LOG"; echo "demo: the server exited with status $code" >&2; exit 1
-fi
-trap - EXIT
+stop_server "$LOG" "the server"
 echo "== gemmakit data synth-verilog + train: LoRA SFT of the tiny model on 48 tasks disjoint from the eval set"
 echo "   (recipes/tiny-verilog-lora.toml; random base weights: the loss starts near ln(262144) = 12.5)"
 "$GK" data synth-verilog --out "$BUILD/demo/verilog-train" --n 48 --seed 1 --first 6
@@ -75,44 +89,22 @@ rm -rf "$BUILD/demo/tiny-merged"
 "$GK" verify "$MODEL" "$BUILD/demo/tiny-merged" --logits | tail -n 3 || true  # different by design: shows by how much
 echo "== gemmakit serve the merged model, one chat request, SIGTERM"
 LOG2="$BUILD/demo/serve-merged.log"
-"$GK" serve --model "$BUILD/demo/tiny-merged" --served-model-name tiny-verilog --port 0 --max-model-len 1024 >"$LOG2" 2>&1 &
-SERVER=$!
-trap 'kill -9 $SERVER 2>/dev/null || true' EXIT
-URL=
-for _ in $(seq 600); do
-  URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG2" | head -n1)
-  [ -n "$URL" ] && break
-  kill -0 $SERVER 2>/dev/null || { cat "$LOG2"; echo "demo: the merged model's server exited" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$URL" ] || { cat "$LOG2"; echo "demo: the merged model's server did not start" >&2; exit 1; }
+start_server "$LOG2" "the merged model's server" --model "$BUILD/demo/tiny-merged" \
+  --served-model-name tiny-verilog --port 0 --max-model-len 1024
 curl -sS --fail-with-body "$URL/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"model": "tiny-verilog", "messages": [{"role": "user", "content": "Write a Verilog counter"}], "max_tokens": 24, "temperature": 0}'
 echo
-kill -TERM $SERVER
-wait $SERVER || { cat "$LOG2"; echo "demo: the merged model's server exited with an error" >&2; exit 1; }
-trap - EXIT
+stop_server "$LOG2" "the merged model's server"
 echo "== run B for the report: the same model and recipe on 1 thread ($CORES above), kept short to save time:"
 echo "   a bench serve sweep against a 1-thread server and the recipe cut to 10 steps (run A: 30); no eval"
 echo "   (so the report shows run B's eval as not measured, and does not rank losses or costs of unequal runs)"
 LOG3="$BUILD/demo/serve-1-thread.log"
-"$GK" serve --model "$MODEL" --served-model-name tiny --port 0 --max-model-len 1024 --threads 1 >"$LOG3" 2>&1 &
-SERVER=$!
-trap 'kill -9 $SERVER 2>/dev/null || true' EXIT
-URL=
-for _ in $(seq 600); do
-  URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$LOG3" | head -n1)
-  [ -n "$URL" ] && break
-  kill -0 $SERVER 2>/dev/null || { cat "$LOG3"; echo "demo: the 1-thread server exited" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$URL" ] || { cat "$LOG3"; echo "demo: the 1-thread server did not start" >&2; exit 1; }
+start_server "$LOG3" "the 1-thread server" --model "$MODEL" --served-model-name tiny --port 0 \
+  --max-model-len 1024 --threads 1
 "$GK" bench serve --base-url "$URL" --model tiny --tokenizer "$MODEL" --random-input-len 64 --random-output-len 16 \
   --num-prompts 16 --request-rate 4,16,inf --temperature 0 --label demo-1-thread --disable-tqdm \
   --save-result --result-dir "$RUN_B/bench" 2>&1 | tail -n 4
-kill -TERM $SERVER
-wait $SERVER || { cat "$LOG3"; echo "demo: the 1-thread server exited with an error" >&2; exit 1; }
-trap - EXIT
+stop_server "$LOG3" "the 1-thread server"
 "$GK" train --config recipes/tiny-verilog-lora.toml --set model="$MODEL" --threads 1 \
   --set data="$BUILD/demo/verilog-train/sft.jsonl" --set out="$RUN_B/train-run" \
   --set batch.max_steps=10 2>&1 | tail -n 1

@@ -11,9 +11,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/vec_math_avx2.h"
 #include "kernels/matmul.h"
-
-#define GK_AVX2 __attribute__((target("avx2,fma")))
 
 namespace gk {
 namespace {
@@ -25,12 +24,6 @@ GK_AVX2 inline __m256 LoadW(const uint16_t* p) {
 }
 inline float ScalarW(const float* p) { return *p; }
 inline float ScalarW(const uint16_t* p) { return Bf16ToF32(*p); }
-
-GK_AVX2 inline float HorizontalSum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 h = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
-}
 
 template <class WT, int RB, int TB>
 GK_AVX2 void Micro(const WT* w, int64_t ldw, const float* x, int64_t ldx, int64_t c0, int64_t c1, float* out) {
@@ -53,7 +46,7 @@ GK_AVX2 void Micro(const WT* w, int64_t ldw, const float* x, int64_t ldx, int64_
   }
   for (int r = 0; r < RB; ++r) {
     for (int t = 0; t < TB; ++t) {
-      float s = HorizontalSum(acc[r][t]);
+      float s = avx2::HorizontalSum(acc[r][t]);
       for (int64_t cc = c; cc < c1; ++cc) s += ScalarW(w + r * ldw + cc) * x[t * ldx + cc];
       out[r * TB + t] = s;
     }
@@ -162,7 +155,7 @@ GK_AVX2 void DecodeBf16Block(const uint16_t* w, int64_t C, const float* x, const
     }
   }
   for (int r = 0; r < RB; ++r) {
-    float s = HorizontalSum(acc[r]);
+    float s = avx2::HorizontalSum(acc[r]);
     for (int64_t c = n16; c < C; ++c) s += Bf16ToF32(w[r * C + c]) * x[c];
     y[r] = s;
   }
