@@ -160,7 +160,17 @@ void MatMul(const MatrixView& w, const float* x, int64_t T, float* y, ThreadPool
       ToBf16Pairs(x, T * w.cols, hi, lo);
     }
     const PackedFn fn = ActivePackedFn();
-    pool.ParallelFor(w.rows / 16, [&](int64_t p0, int64_t p1, int) { fn(w, hi, lo, T, y, p0, p1); });
+    const int64_t panels = w.rows / 16;
+    if (T == 1) {  // decode: long contiguous runs, one stream per thread
+      pool.ParallelFor(panels, [&](int64_t p0, int64_t p1, int) { fn(w, hi, lo, T, y, p0, p1); });
+      return;
+    }
+    // Chunks of whole 4-panel blocks, ~8 per thread: the ParallelFor split left 1- and 2-panel
+    // remainders (640 rows = 40 panels in chunks of 5), whose narrow micro-kernels ran at about
+    // half the rate and took ~8 % of a 270M prefill (perf, docs/PERF.md).
+    const int64_t per_thread = 8 * int64_t(pool.size());
+    const int64_t grain = ((panels + per_thread - 1) / per_thread + 3) / 4 * 4;
+    pool.ParallelForDynamic(panels, grain, [&](int64_t p0, int64_t p1, int) { fn(w, hi, lo, T, y, p0, p1); });
     return;
   }
   if (UseBlas(w, T)) {

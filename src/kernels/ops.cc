@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/isa.h"
 
@@ -102,17 +103,38 @@ void Add(const float* a, float* y, int64_t n) {
 void ApplyRope(float* v, int64_t H, const float* inv_freq, int64_t pos) { ApplyRopeHeads(v, 1, H, inv_freq, pos); }
 
 void ApplyRopeHeads(float* v, int64_t heads, int64_t H, const float* inv_freq, int64_t pos) {
-  const int64_t half = H / 2;
+  constexpr int64_t kMaxHalf = 1024;  // every Gemma head (H ≤ 512) stays on the stack
+  float stack[2 * kMaxHalf];
+  std::vector<float> heap;
+  float* cos_sin = stack;
+  if (H / 2 > kMaxHalf) {
+    heap.resize(size_t(H));
+    cos_sin = heap.data();
+  }
+  RopeCosSin(inv_freq, H / 2, pos, cos_sin);
+  ApplyRopeCosSin(v, heads, H, cos_sin);
+}
+
+void RopeCosSin(const float* inv_freq, int64_t half, int64_t pos, float* cos_sin) {
   for (int64_t i = 0; i < half; ++i) {
-    if (inv_freq[i] == 0.f) continue;
-    // Angles in double: positions reach 10^5 and float angles would lose the low bits.
+    // Angles in double: positions reach 10^5 and float angles would lose the low bits. A zero
+    // frequency (partial RoPE) is the identity: cos 1, sin 0.
     const double angle = double(pos) * double(inv_freq[i]);
-    const float c = float(std::cos(angle)), s = float(std::sin(angle));
-    for (int64_t h = 0; h < heads; ++h) {
-      float* x = v + h * H;
+    cos_sin[i] = inv_freq[i] == 0.f ? 1.f : float(std::cos(angle));
+    cos_sin[half + i] = inv_freq[i] == 0.f ? 0.f : float(std::sin(angle));
+  }
+}
+
+void ApplyRopeCosSin(float* v, int64_t heads, int64_t H, const float* cos_sin) {
+  const int64_t half = H / 2;
+  const float* c = cos_sin;
+  const float* s = cos_sin + half;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* x = v + h * H;
+    for (int64_t i = 0; i < half; ++i) {
       const float a = x[i], b = x[i + half];
-      x[i] = a * c - b * s;
-      x[i + half] = b * c + a * s;
+      x[i] = a * c[i] - b * s[i];
+      x[i + half] = b * c[i] + a * s[i];
     }
   }
 }

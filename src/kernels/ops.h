@@ -36,6 +36,12 @@ void ApplyRope(float* v, int64_t H, const float* inv_freq, int64_t pos);
 // The same rotation on `heads` consecutive heads of one token (heads × H): each sin/cos pair is
 // computed once for all of them (it was ~4 % of prefill, once per head).
 void ApplyRopeHeads(float* v, int64_t heads, int64_t H, const float* inv_freq, int64_t pos);
+// The same in two steps, for a forward pass that rotates q and k of every layer at the same
+// positions: RopeCosSin writes one position's H/2 cosines then H/2 sines (angles in double),
+// ApplyRopeCosSin rotates `heads` heads with them. The model computes each token's angles once
+// per pass instead of twice per layer (sin/cos was ~4 % of prefill samples).
+void RopeCosSin(const float* inv_freq, int64_t half, int64_t pos, float* cos_sin);
+void ApplyRopeCosSin(float* v, int64_t heads, int64_t H, const float* cos_sin);
 
 // AVX-512 versions, same contracts (called through the functions above).
 void RmsNormAvx512(const float* x, const float* w, int64_t n, float eps, float* y);

@@ -21,7 +21,7 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
   const LayerWeights& lw = weights_.layers[size_t(l)];
   const int64_t N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l);
   const float eps = c.rms_norm_eps;
-  const float* inv_freq = c.IsFull(l) ? inv_freq_full_.data() : inv_freq_sliding_.data();
+  const float* rope = c.IsFull(l) ? s_->rope_full.data() : s_->rope_sliding.data();  // (T, H): RunDecoder
   const float* xn = s_->xn.data();
 
   float* q = s_->q.data();  // (T, N, H)
@@ -30,7 +30,7 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
     for (int64_t t = b; t < e; ++t) {
       float* qt = q + t * N * H;
       for (int64_t h = 0; h < N; ++h) RmsNorm(qt + h * H, lw.q_norm.data(), H, eps, qt + h * H);
-      ApplyRopeHeads(qt, N, H, inv_freq, token_pos_[size_t(t)]);
+      ApplyRopeCosSin(qt, N, H, rope + t * H);
     }
   });
 
@@ -48,7 +48,7 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
       for (int64_t t = b; t < e; ++t) {
         float* kt = k + t * K * H;
         for (int64_t h = 0; h < K; ++h) RmsNorm(kt + h * H, lw.k_norm.data(), H, eps, kt + h * H);
-        ApplyRopeHeads(kt, K, H, inv_freq, token_pos_[size_t(t)]);
+        ApplyRopeCosSin(kt, K, H, rope + t * H);
         for (int64_t h = 0; h < K; ++h) {
           float* vv = v + (t * K + h) * H;
           if (v_norm) RmsNorm(vv, nullptr, H, eps, vv);

@@ -48,6 +48,8 @@ GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* poo
   s_->v.resize(T * Kmax * Hmax);
   s_->att.resize(T * size_t(c.num_heads) * Hmax);
   s_->out.resize(T * D);
+  s_->rope_sliding.resize(T * size_t(c.head_dim));
+  s_->rope_full.resize(T * size_t(c.global_head_dim));
   s_->gate.resize(T * Fmax);
   s_->up.resize(T * Fmax);
   if (c.hidden_size_per_layer_input > 0) {
@@ -183,6 +185,14 @@ void GemmaModel::RunDecoder(int64_t T) {
   float* x = s_->x.data();
   Embed(token_ids_.data(), T, x);
   if (c.hidden_size_per_layer_input > 0) PerLayerInputs(token_ids_.data(), T, x);
+  // Every layer rotates q and k at the same positions: each token's angles once per pass.
+  const int64_t Hs = c.head_dim, Hf = c.global_head_dim;
+  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      RopeCosSin(inv_freq_sliding_.data(), Hs / 2, token_pos_[size_t(t)], s_->rope_sliding.data() + t * Hs);
+      RopeCosSin(inv_freq_full_.data(), Hf / 2, token_pos_[size_t(t)], s_->rope_full.data() + t * Hf);
+    }
+  });
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = weights_.layers[size_t(l)];
     RmsNormRows(x, lw.input_norm.data(), T, D, c.rms_norm_eps, s_->xn.data());
