@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 # chromium: the headless browser of the report test (tests/report/).
 PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-      libhwy-dev libopenblas-dev libtomlplusplus-dev libzstd-dev python3-torch python3-numpy
+      libhwy-dev libopenblas-dev libdnnl-dev libtomlplusplus-dev libzstd-dev python3-torch python3-numpy
       libcpp-httplib-dev curl pkg-config iverilog chromium)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -6,7 +6,8 @@
 Checks (no timing thresholds: the figures depend on the machine and its load): every
 ceiling the run measures is positive; each printed ratio is its figure divided by its
 ceiling, recomputed here from the JSON; weight bytes per decoded token lie between the
-layer weights and the whole file; the table names the sgemm ceiling; both matrix-product
+layer weights and the whole file; the table names the sgemm ceiling, and on a CPU with bf16 dot
+products (bf16_gflops > 0) the oneDNN bf16 matmul ceiling and its ratio; both matrix-product
 routes (GEMMAKIT_BLAS_MIN_TOKENS=0: our kernels only) run; a missing model is one error line.
 """
 
@@ -55,6 +56,14 @@ def main():
             prefill_gflops = r["prefill_tok_s"] * r["flops_per_token"] / 1e9
             check(close(r["prefill_ratio_fp32"], prefill_gflops / r["fp32_gflops"]), "prefill ratio to FMA peak")
             check(close(r["prefill_ratio_sgemm"], prefill_gflops / r["sgemm_gflops"]), "prefill ratio to sgemm")
+            if r["bf16_gflops"] > 0:  # AVX-512 BF16: oneDNN's bf16 matmul is the measured matmul rate
+                check(r["onednn_bf16_gflops"] > 0, f"oneDNN bf16 matmul rate > 0: {r['onednn_bf16_gflops']}")
+                if r["onednn_bf16_gflops"] > 0:
+                    check(close(r["prefill_ratio_onednn"], prefill_gflops / r["onednn_bf16_gflops"]),
+                          "prefill ratio to oneDNN bf16 matmul")
+            else:
+                check(r["onednn_bf16_gflops"] == 0 and r["prefill_ratio_onednn"] == 0,
+                      f"no oneDNN ceiling without bf16 dot products: {r['onednn_bf16_gflops']}")
             check(close(r["decode_ratio"], r["decode_tok_s"] * r["bytes_per_token"] / (r["read_gbps"] * 1e9)),
                   "decode ratio to read bandwidth")
             check(close(r["batch_speedup"], r["batch_decode_tok_s"] / r["decode_tok_s"]), "batch speed-up")
@@ -63,6 +72,9 @@ def main():
         p = subprocess.run(args, capture_output=True, text=True, timeout=300)
         check(p.returncode == 0 and "of sgemm" in p.stdout and "OpenBLAS sgemm" in p.stdout,
               f"table names the sgemm ceiling: {p.stdout}")
+        has_bf16 = "bf16 dot peak 0 GFLOP/s" not in p.stdout
+        check(("oneDNN bf16 matmul" in p.stdout) == has_bf16 and ("of oneDNN bf16 matmul" in p.stdout) == has_bf16,
+              f"table names the oneDNN ceiling exactly when the CPU has bf16 dot products: {p.stdout}")
         p = subprocess.run([gk, "bench", "model", "--model", os.path.join(tmp, "missing")], capture_output=True,
                            text=True, timeout=60)
         lines = [l for l in p.stderr.splitlines() if l.strip()]

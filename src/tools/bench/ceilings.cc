@@ -161,6 +161,7 @@ Ceilings MeasureCeilings(ThreadPool& pool, uint64_t buffer_bytes, int repeats) {
   c.fp32_gflops = MeasureFp32Peak(pool, repeats);
   c.bf16_gflops = MeasureBf16Peak(pool, repeats);
   c.sgemm_gflops = MeasureSgemmRate(pool.size(), repeats);
+  c.onednn_bf16_gflops = MeasureOnednnBf16Rate(pool.size(), repeats);
   return c;
 }
 

@@ -6,7 +6,9 @@
 //   bf16 dot peak: vdpbf16ps chains, 2 FLOPs per bf16 pair (AVX-512 BF16 CPUs only);
 //   sgemm rate: OpenBLAS sgemm of a 512 × 2048 by 2048 × 2048 product (a prefill's shape) on
 //     all threads: the measured matrix-product rate a prefill is held to where the CPU has no
-//     bf16 dot product (the speed issue's "measured matmul rate").
+//     bf16 dot product (the speed issue's "measured matmul rate");
+//   oneDNN bf16 rate: oneDNN's bf16 matmul of the same shape (bf16 inputs, f32 results) on all
+//     threads, AVX-512 BF16 CPUs only: the measured matmul rate there (onednn_rate.cc).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@ struct Ceilings {
   double fp32_gflops = 0;     // GFLOP/s
   double bf16_gflops = 0;     // GFLOP/s, 0 when the CPU lacks AVX-512 BF16
   double sgemm_gflops = 0;    // GFLOP/s
+  double onednn_bf16_gflops = 0;  // GFLOP/s, 0 when the CPU lacks AVX-512 BF16
 };
 
 // Median of `repeats` runs of each probe on all of pool's threads. buffer_bytes should be
@@ -34,5 +37,6 @@ double MeasureReadBandwidth(ThreadPool& pool, uint64_t buffer_bytes, int repeats
 double MeasureFp32Peak(ThreadPool& pool, int repeats);
 double MeasureBf16Peak(ThreadPool& pool, int repeats);
 double MeasureSgemmRate(int threads, int repeats);
+double MeasureOnednnBf16Rate(int threads, int repeats);
 
 }  // namespace gk

@@ -130,26 +130,32 @@ Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& o) {
   if (r.ceilings.fp32_gflops > 0) r.prefill_ratio_fp32 = prefill_gflops / r.ceilings.fp32_gflops;
   if (r.ceilings.bf16_gflops > 0) r.prefill_ratio_bf16 = prefill_gflops / r.ceilings.bf16_gflops;
   if (r.ceilings.sgemm_gflops > 0) r.prefill_ratio_sgemm = prefill_gflops / r.ceilings.sgemm_gflops;
+  if (r.ceilings.onednn_bf16_gflops > 0) r.prefill_ratio_onednn = prefill_gflops / r.ceilings.onednn_bf16_gflops;
   return r;
 }
 
 std::string FormatModelBench(const ModelBenchResult& r) {
-  char buf[2048];
+  char buf[2048], onednn_ceiling[96] = "", onednn_ratio[64] = "";
   const double prefill_gflops = r.prefill_tok_s * r.flops_per_token / 1e9;
   const double decode_gbps = r.decode_tok_s * r.bytes_per_token / 1e9;
+  if (r.ceilings.onednn_bf16_gflops > 0) {  // AVX-512 BF16 CPUs: the bf16 matmul rate prefill is held to
+    std::snprintf(onednn_ceiling, sizeof(onednn_ceiling), " | oneDNN bf16 matmul %.0f GFLOP/s",
+                  r.ceilings.onednn_bf16_gflops);
+    std::snprintf(onednn_ratio, sizeof(onednn_ratio), ", %.2f of oneDNN bf16 matmul", r.prefill_ratio_onednn);
+  }
   std::snprintf(buf, sizeof(buf),
                 "model    %s: %s, %.3f B params, %s weights in %s (loaded in %.2f s), %d threads, %s kernels\n"
                 "machine  read bandwidth %.1f GB/s | fp32 FMA peak %.0f GFLOP/s | bf16 dot peak %.0f GFLOP/s | "
-                "OpenBLAS sgemm %.0f GFLOP/s\n"
+                "OpenBLAS sgemm %.0f GFLOP/s%s\n"
                 "prefill  %d tokens: %.1f tokens/s = %.1f GFLOP/s = %.2f of fp32 FMA peak, %.2f of bf16 peak, "
-                "%.2f of sgemm\n"
+                "%.2f of sgemm%s\n"
                 "decode   %d tokens: %.2f tokens/s x %.3f GB/token = %.1f GB/s = %.2f of read bandwidth\n"
                 "batched  %d sequences: %.1f tokens/s = %.1fx single-sequence decode, %.2f of the FLOP peak\n"
                 "kernels  weights %s, bf16 activations %s\n",
                 r.model_dir.c_str(), r.arch.c_str(), r.params_b, r.weight_dtype.c_str(), r.load_mode.c_str(),
                 r.load_seconds, r.threads, r.isa.c_str(), r.ceilings.read_gbps, r.ceilings.fp32_gflops,
-                r.ceilings.bf16_gflops, r.ceilings.sgemm_gflops, r.prompt_len, r.prefill_tok_s, prefill_gflops,
-                r.prefill_ratio_fp32, r.prefill_ratio_bf16, r.prefill_ratio_sgemm, r.gen_len, r.decode_tok_s, r.bytes_per_token / 1e9, decode_gbps,
+                r.ceilings.bf16_gflops, r.ceilings.sgemm_gflops, onednn_ceiling, r.prompt_len, r.prefill_tok_s,
+                prefill_gflops, r.prefill_ratio_fp32, r.prefill_ratio_bf16, r.prefill_ratio_sgemm, onednn_ratio, r.gen_len, r.decode_tok_s, r.bytes_per_token / 1e9, decode_gbps,
                 r.decode_ratio, r.batch, r.batch_decode_tok_s, r.batch_speedup, r.batch_compute_ratio,
                 r.weight_format.c_str(), r.activations.c_str());
   return buf;
@@ -164,7 +170,8 @@ nlohmann::json ModelBenchToJson(const ModelBenchResult& r) {
           {"fp32_gflops", r.ceilings.fp32_gflops}, {"bf16_gflops", r.ceilings.bf16_gflops},
           {"decode_ratio", r.decode_ratio}, {"prefill_ratio_fp32", r.prefill_ratio_fp32},
           {"prefill_ratio_bf16", r.prefill_ratio_bf16}, {"sgemm_gflops", r.ceilings.sgemm_gflops},
-          {"prefill_ratio_sgemm", r.prefill_ratio_sgemm}, {"activations", r.activations},
+          {"prefill_ratio_sgemm", r.prefill_ratio_sgemm}, {"onednn_bf16_gflops", r.ceilings.onednn_bf16_gflops},
+          {"prefill_ratio_onednn", r.prefill_ratio_onednn}, {"activations", r.activations},
           {"weight_format", r.weight_format}, {"batch", r.batch}, {"batch_decode_tok_s", r.batch_decode_tok_s},
           {"batch_speedup", r.batch_speedup}, {"batch_compute_ratio", r.batch_compute_ratio}};
 }
