@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "bench_common.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/packed_bf16.h"
+#include "tensor/q8_0.h"
+#include "util/anonymous_memory.h"
 #include "tools/bench/ceilings.h"
 
 namespace gk::bench {
@@ -34,26 +38,52 @@ void BM_ReadBandwidth(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->ArgName("thr")->Iterations(1)->Unit(benchmark::kMillisecond);
 
-// Args: rows, cols, T, dtype (0 f32, 2 bf16), threads. W is 4096 × 2048: 32 MiB (f32) or
-// 16 MiB (bf16).
+// The weight layouts the engine runs: 0 f32, 2 bf16 row-major, 3 bf16 packed for vdpbf16ps
+// (kernels/packed_bf16.h; what bf16 models load as on AVX-512 BF16 CPUs), 4 Q8_0 panels.
+MatrixView WeightsOfLayout(int layout, const std::vector<float>& wf, int64_t rows, int64_t cols, void* dst) {
+  const MatrixView f32{DType::kF32, rows, cols, wf.data()};
+  if (layout == 0) {
+    std::memcpy(dst, wf.data(), wf.size() * sizeof(float));
+    return {DType::kF32, rows, cols, dst};
+  }
+  if (layout == 4) {
+    QuantizePanelsQ8(f32, 0, Q8Panels(rows), dst);
+    return {DType::kQ8_0, rows, cols, dst};
+  }
+  auto* b = static_cast<uint16_t*>(dst);
+  for (size_t i = 0; i < wf.size(); ++i) b[i] = F32ToBf16(wf[i]);
+  MatrixView w{DType::kBF16, rows, cols, dst};
+  if (layout == 3 && CanPackBf16(w)) PackBf16InPlace(&w);
+  return w;
+}
+
+const char* LayoutName(int layout) {
+  switch (layout) {
+    case 0: return "f32";
+    case 3: return "bf16 packed";
+    case 4: return "q8_0";
+    default: return "bf16";
+  }
+}
+
+// Args: rows, cols, T, dtype (layouts above), threads. W is 4096 × 2048: 32 MiB (f32),
+// 16 MiB (bf16) or 8.5 MiB (q8_0).
 void BM_MatMul(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1), T = state.range(2);
-  const DType dtype = state.range(3) == 0 ? DType::kF32 : DType::kBF16;
+  const int layout = int(state.range(3));
   const int threads = int(state.range(4));
   ThreadPool& pool = Pool(threads);
+  const size_t bytes = layout == 0   ? size_t(rows * cols) * 4
+                       : layout == 4 ? size_t(Q8Bytes(rows, cols))
+                                     : size_t(rows * cols) * 2;
   // Copies of W rotate so that together they exceed the 32 MiB L3 four times over.
-  const size_t bytes = size_t(rows * cols) * DTypeSize(dtype);
   const int copies = std::max(2, int((size_t(128) << 20) / bytes));
   const std::vector<float> wf = RandomVector(size_t(rows * cols), 1);
-  std::vector<std::vector<uint8_t>> store(static_cast<size_t>(copies));
-  for (auto& c : store) {
-    c.resize(bytes);
-    if (dtype == DType::kF32) {
-      std::memcpy(c.data(), wf.data(), bytes);
-    } else {
-      auto* b = reinterpret_cast<uint16_t*>(c.data());
-      for (size_t i = 0; i < wf.size(); ++i) b[i] = F32ToBf16(wf[i]);
-    }
+  std::vector<std::shared_ptr<void>> store;
+  std::vector<MatrixView> views;
+  for (int c = 0; c < copies; ++c) {
+    store.push_back(AllocateAnonymous(bytes));  // page-aligned, as the engine's weights
+    views.push_back(WeightsOfLayout(layout, wf, rows, cols, store.back().get()));
   }
   const std::vector<float> x = RandomVector(size_t(T * cols), 2);
   std::vector<float> y(static_cast<size_t>(T * rows));
@@ -62,17 +92,16 @@ void BM_MatMul(benchmark::State& state) {
   ProbeWarmUp(pool);
   for (auto _ : state) {
     timer.StartStep();
-    const MatrixView w{dtype, rows, cols, store[size_t(step++ % copies)].data()};
-    MatMul(w, x.data(), T, y.data(), pool);
+    MatMul(views[size_t(step++ % copies)], x.data(), T, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
     timer.EndStep(state);
   }
   timer.SetCounters(state);
   state.counters["GFLOP/s"] = 2.0 * double(rows * cols * T) * double(state.iterations()) / timer.step_seconds() / 1e9;
-  state.SetLabel(std::string(DTypeName(dtype)));
+  state.SetLabel(LayoutName(layout));
 }
 BENCHMARK(BM_MatMul)
-    ->ArgsProduct({{4096}, {2048}, {1, 16, 64}, {0, 2}, {1, 2}})
+    ->ArgsProduct({{4096}, {2048}, {1, 16, 64}, {0, 2, 3, 4}, {1, 2}})
     ->ArgNames({"rows", "cols", "T", "dtype", "thr"})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
