@@ -97,6 +97,48 @@ void ToBf16Pairs(const float* x, int64_t n, uint32_t* hi, uint32_t* lo) {
   }
 }
 
+
+// Packed products (all matrices packed, one width) in one parallel loop over whole 4-panel
+// blocks of every matrix: the micro-kernel's full width (kernels/cpu/matmul_packed_avx512.cc).
+// Cutting a matrix anywhere else left 1- and 2-panel remainders, which run at about half the
+// rate: ~8 % of a 270M prefill and ~4.5 % of its decode samples (perf, docs/PERF.md).
+void PackedMatMuls(std::span<const WeightProduct> products, const float* x, int64_t T, ThreadPool& pool) {
+  const int64_t cols = products[0].w->cols, pairs = cols / 2;
+  PairBuffers& b = Pairs(T * pairs);
+  uint32_t* hi = b.hi.data();
+  uint32_t* lo = ActiveBf16Activations() == Bf16Activations::kSplit ? b.lo.data() : nullptr;
+  if (T > 8) {
+    pool.ParallelFor(T, [&](int64_t t0, int64_t t1, int) {
+      ToBf16Pairs(x + t0 * cols, (t1 - t0) * cols, hi + t0 * pairs, lo ? lo + t0 * pairs : nullptr);
+    });
+  } else {
+    ToBf16Pairs(x, T * cols, hi, lo);
+  }
+  constexpr int64_t kBlockPanels = 4;
+  constexpr size_t kMaxProducts = 8;
+  int64_t first_block[kMaxProducts + 1] = {0};  // matrix i's blocks: [first_block[i], first_block[i + 1])
+  for (size_t i = 0; i < products.size(); ++i) {
+    first_block[i + 1] = first_block[i] + (products[i].w->rows / 16 + kBlockPanels - 1) / kBlockPanels;
+  }
+  const int64_t blocks = first_block[products.size()];
+  const int64_t threads = pool.size();
+  // Decode (T = 1) streams the weights: about four long chunks per thread, spares for stealing.
+  // Prefill: ~8 chunks per thread, for balance.
+  const int64_t grain = T == 1 ? std::max<int64_t>(1, blocks / (4 * threads))
+                               : (blocks + 8 * threads - 1) / (8 * threads);
+  const PackedFn fn = ActivePackedFn();
+  pool.ParallelForDynamic(blocks, grain, [&](int64_t b0, int64_t b1, int) {
+    for (size_t i = 0; i < products.size(); ++i) {
+      const int64_t lo_b = std::max(b0, first_block[i]), hi_b = std::min(b1, first_block[i + 1]);
+      if (lo_b >= hi_b) continue;
+      const MatrixView& w = *products[i].w;
+      const int64_t p0 = (lo_b - first_block[i]) * kBlockPanels;
+      const int64_t p1 = std::min(w.rows / 16, (hi_b - first_block[i]) * kBlockPanels);
+      fn(w, hi, lo, T, products[i].y, p0, p1);
+    }
+  });
+}
+
 }  // namespace
 
 Bf16Activations ActiveBf16Activations() {
@@ -142,35 +184,24 @@ void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_
   ActiveRowsFn()(w, x, T, y, r0, r1);
 }
 
+void MatMulShared(std::span<const WeightProduct> products, const float* x, int64_t T, ThreadPool& pool) {
+  bool fused = !products.empty() && products.size() <= 8;
+  for (const WeightProduct& p : products) fused = fused && p.w->packed && p.w->cols == products[0].w->cols;
+  if (fused) {
+    PackedMatMuls(products, x, T, pool);
+    return;
+  }
+  for (const WeightProduct& p : products) MatMul(*p.w, x, T, p.y, pool);
+}
+
 void MatMul(const MatrixView& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
   if (w.dtype == DType::kQ8_0) {  // int8 weights: kernels/matmul_q8.h
     MatMulQ8(w, x, T, y, pool);
     return;
   }
   if (w.packed) {
-    const int64_t pairs = w.cols / 2;
-    PairBuffers& b = Pairs(T * pairs);
-    uint32_t* hi = b.hi.data();
-    uint32_t* lo = ActiveBf16Activations() == Bf16Activations::kSplit ? b.lo.data() : nullptr;
-    if (T > 8) {
-      pool.ParallelFor(T, [&](int64_t t0, int64_t t1, int) {
-        ToBf16Pairs(x + t0 * w.cols, (t1 - t0) * w.cols, hi + t0 * pairs, lo ? lo + t0 * pairs : nullptr);
-      });
-    } else {
-      ToBf16Pairs(x, T * w.cols, hi, lo);
-    }
-    const PackedFn fn = ActivePackedFn();
-    const int64_t panels = w.rows / 16;
-    if (T == 1) {  // decode: long contiguous runs, one stream per thread
-      pool.ParallelFor(panels, [&](int64_t p0, int64_t p1, int) { fn(w, hi, lo, T, y, p0, p1); });
-      return;
-    }
-    // Chunks of whole 4-panel blocks, ~8 per thread: the ParallelFor split left 1- and 2-panel
-    // remainders (640 rows = 40 panels in chunks of 5), whose narrow micro-kernels ran at about
-    // half the rate and took ~8 % of a 270M prefill (perf, docs/PERF.md).
-    const int64_t per_thread = 8 * int64_t(pool.size());
-    const int64_t grain = ((panels + per_thread - 1) / per_thread + 3) / 4 * 4;
-    pool.ParallelForDynamic(panels, grain, [&](int64_t p0, int64_t p1, int) { fn(w, hi, lo, T, y, p0, p1); });
+    const WeightProduct one{&w, y};
+    PackedMatMuls({&one, 1}, x, T, pool);
     return;
   }
   if (UseBlas(w, T)) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "tensor/matrix.h"
 #include "tensor/thread_pool.h"
@@ -13,6 +14,18 @@
 namespace gk {
 
 void MatMul(const MatrixView& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+
+// One product of MatMulShared: y = x · wᵀ.
+struct WeightProduct {
+  const MatrixView* w = nullptr;
+  float* y = nullptr;
+};
+
+// Several products of the same activations by matrices of the same width (Q, K, V; gate, up).
+// Packed bf16 weights go in one parallel loop over all their panels, with x converted once:
+// a decode step runs hundreds of parallel loops and each ends waiting for the slower thread.
+// The results equal MatMul's for each matrix, bit for bit. Other layouts run MatMul in turn.
+void MatMulShared(std::span<const WeightProduct> products, const float* x, int64_t T, ThreadPool& pool);
 
 // Prefill (T >= BlasMinTokens(), 64 by default on CPUs without AVX-512) with row-major f32/bf16
 // weights goes through OpenBLAS's sgemm on panels widened to f32 (kernels/gemm.h), one

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -119,6 +120,51 @@ TEST_P(PackedMatMulTest, MatchesReferences) {
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedMatMulTest,
                          ::testing::Values(Case{16, 2, 1}, Case{32, 64, 1}, Case{80, 258, 7}, Case{64, 600, 13},
                                            Case{160, 1152, 70}, Case{48, 4096, 2}));
+
+// MatMulShared gives each matrix exactly MatMul's result: for packed weights in one parallel
+// loop over the panels of all of them (matrix sizes that end in partial 4-panel blocks and a
+// one-panel matrix), for other layouts one MatMul each.
+TEST(MatMulSharedTest, EqualsOneMatMulPerMatrix) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  constexpr int64_t kCols = 258;
+  const int64_t rows[] = {48, 1040, 16};
+  std::vector<std::vector<uint16_t>> store;
+  for (int64_t r : rows) {
+    store.emplace_back(size_t(r * kCols));
+    for (auto& v : store.back()) v = F32ToBf16(nd(rng));
+  }
+  ThreadPool pool(2);
+  for (bool packed : {true, false}) {
+    std::vector<MatrixView> ws;
+    std::vector<std::vector<uint16_t>> copies = store;
+    for (size_t i = 0; i < copies.size(); ++i) {
+      ws.push_back({DType::kBF16, rows[i], kCols, copies[i].data()});
+      if (packed) PackBf16InPlace(&ws.back());
+    }
+    for (Bf16Activations mode : {Bf16Activations::kSplit, Bf16Activations::kRound}) {
+      SetBf16Activations(mode);
+      for (int64_t T : {1, 3, 70}) {
+        std::vector<float> x(size_t(T * kCols));
+        for (auto& v : x) v = nd(rng);
+        std::vector<std::vector<float>> want, got;
+        std::vector<WeightProduct> products;
+        for (const MatrixView& w : ws) {
+          want.emplace_back(size_t(T * w.rows));
+          got.emplace_back(size_t(T * w.rows), NAN);
+          MatMul(w, x.data(), T, want.back().data(), pool);
+        }
+        for (size_t i = 0; i < ws.size(); ++i) products.push_back({&ws[i], got[i].data()});
+        MatMulShared(products, x.data(), T, pool);
+        for (size_t i = 0; i < ws.size(); ++i) {
+          ASSERT_EQ(0, std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)))
+              << "matrix " << i << " T " << T << " packed " << packed;
+        }
+      }
+    }
+  }
+  SetBf16Activations(Bf16Activations::kSplit);
+}
 
 }  // namespace
 }  // namespace gk

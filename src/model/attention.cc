@@ -25,7 +25,12 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
   const float* xn = s_->xn.data();
 
   float* q = s_->q.data();  // (T, N, H)
-  MatMul(lw.q, xn, T, q, *pool_);
+  float* k = s_->k.data();  // (T, K, H)
+  float* v = s_->v.data();
+  const bool own_kv = !c.IsKvShared(l);
+  // Q, K and V read the same normed input: one parallel loop for the three (kernels/matmul.h).
+  const WeightProduct qkv[] = {{&lw.q, q}, {&lw.k, k}, {&lw.v, v}};
+  MatMulShared(std::span(qkv, own_kv ? (lw.v.empty() ? 2 : 3) : 1), xn, T, *pool_);
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
       float* qt = q + t * N * H;
@@ -34,14 +39,9 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
     }
   });
 
-  if (!c.IsKvShared(l)) {
-    float* k = s_->k.data();  // (T, K, H)
-    float* v = s_->v.data();
-    MatMul(lw.k, xn, T, k, *pool_);
+  if (own_kv) {
     if (lw.v.empty()) {  // K=V layer: V is the raw K projection, taken before k_norm and RoPE
       std::memcpy(v, k, sizeof(float) * size_t(T * K * H));
-    } else {
-      MatMul(lw.v, xn, T, v, *pool_);
     }
     const bool v_norm = c.arch == Arch::kGemma4;
     pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {

@@ -17,8 +17,8 @@ void GemmaModel::FeedForwardBlock(int l, int64_t T) {
   const LayerWeights& lw = weights_.layers[size_t(l)];
   const int64_t D = c.hidden_size, F = c.MlpWidth(l);
   RmsNormRows(s_->x.data(), lw.pre_ffw_norm.data(), T, D, c.rms_norm_eps, s_->xn.data());
-  MatMul(lw.gate, s_->xn.data(), T, s_->gate.data(), *pool_);
-  MatMul(lw.up, s_->xn.data(), T, s_->up.data(), *pool_);
+  const WeightProduct gate_up[] = {{&lw.gate, s_->gate.data()}, {&lw.up, s_->up.data()}};
+  MatMulShared(gate_up, s_->xn.data(), T, *pool_);
   pool_->ParallelFor(T * F, [&](int64_t b, int64_t e, int) {
     GeluTanhMul(s_->gate.data() + b, s_->up.data() + b, e - b, s_->gate.data() + b);
   });

@@ -246,6 +246,16 @@ TEST(ConvertFromF32, EveryKvDtype) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.f, 4.f);
   for (int i = 0; i < 200; ++i) src.push_back(nd(rng));
+  // f16 rounding cases: ties to even among normals (1 + 2^-11, 1 + 3·2^-11) and subnormals
+  // (2^-25, 3·2^-25), the smallest subnormal and below it, the normal/subnormal border, the
+  // largest finite f16 and the first value that rounds past it.
+  for (float x : {1.f + std::ldexp(1.f, -11), 1.f + 3 * std::ldexp(1.f, -11), std::ldexp(1.f, -25),
+                  3 * std::ldexp(1.f, -25), std::ldexp(1.f, -24), std::ldexp(1.f, -26),
+                  std::nextafter(std::ldexp(1.f, -14), 0.f), std::ldexp(1.f, -14), 65504.f, 65520.f}) {
+    src.push_back(x);
+    src.push_back(-x);
+  }
+  for (int i = 0; i < 37; ++i) src.push_back(nd(rng) * 1e-6f);  // f16 subnormals; an odd tail
   const int64_t n = int64_t(src.size());
 
   std::vector<float> f32(src.size());
