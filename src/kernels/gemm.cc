@@ -1,24 +1,77 @@
 #include "kernels/gemm.h"
 
 #include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
+#include "kernels/isa.h"
+
 namespace gk {
+
+namespace {
+
+std::atomic<int> g_gemm_threads{0};  // 0: OpenBLAS's own default
+
+// Multi-threaded products go to oneDNN's sgemm on AVX-512 CPUs: its JIT kernels ran 290-390
+// GFLOP/s on the trainer's shapes on the 2-core AVX-512 EPYC against 180-200 for Debian's
+// OpenBLAS 0.3.21, which does not know that CPU and must be pinned there to its Haswell
+// kernels (OPENBLAS_CORETYPE); unpinned, its SkylakeX kernels ran 320-350 (docs/PERF.md,
+// "Training"). Single-threaded calls (MatMul's prefill route, one per pool thread) stay with
+// OpenBLAS: OpenMP teams started from several threads at once would oversubscribe the cores.
+// GEMMAKIT_SGEMM=openblas|onednn overrides the choice.
+std::atomic<int> g_forced_library{-2};  // -2: read GEMMAKIT_SGEMM; -1 auto, 0 OpenBLAS, 1 oneDNN
+
+bool UseOnednn(int threads) {
+  int forced = g_forced_library.load(std::memory_order_relaxed);
+  if (forced == -2) {
+    const char* e = std::getenv("GEMMAKIT_SGEMM");
+    forced = e && std::strcmp(e, "openblas") == 0 ? 0 : e && std::strcmp(e, "onednn") == 0 ? 1 : -1;
+    g_forced_library.store(forced);
+  }
+  if (threads <= 1 || forced == 0) return false;
+  return forced == 1 || ActiveIsa() == Isa::kAvx512;
+}
+
+int GemmThreads() {
+  const int t = g_gemm_threads.load(std::memory_order_relaxed);
+  return t > 0 ? t : openblas_get_num_threads();
+}
+
+}  // namespace
 
 void Sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  const int threads = GemmThreads();
+  if (UseOnednn(threads)) {
+    omp_set_num_threads(threads);  // this thread's next OpenMP team: oneDNN's threads
+    if (dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) ==
+        dnnl_success) {
+      return;
+    }
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               blasint(M), blasint(N), blasint(K), alpha, A, blasint(lda), B, blasint(ldb), beta, C,
               blasint(ldc));
 }
 
-void SetGemmThreads(int threads) { openblas_set_num_threads(std::max(1, threads)); }
+const char* SgemmLibrary(int threads) { return UseOnednn(threads) ? "oneDNN" : "OpenBLAS"; }
+
+void ForceSgemmLibrary(int library) { g_forced_library.store(library < 0 ? -1 : library > 0 ? 1 : 0); }
+
+void SetGemmThreads(int threads) {
+  g_gemm_threads.store(std::max(1, threads));
+  openblas_set_num_threads(std::max(1, threads));
+}
 
 void EnsureGemmThreads(int threads) {
-  if (openblas_get_num_threads() != std::max(1, threads)) SetGemmThreads(threads);
+  if (GemmThreads() != std::max(1, threads)) SetGemmThreads(threads);
 }
 
 namespace {

@@ -1,11 +1,12 @@
 // Float32 matrix products for the trainer, through OpenBLAS's sgemm (0.85 of this machine's
-// FMA peak against 0.44 for our own prefill kernels, docs/PERF.md), and products against
+// FMA peak against 0.44 for our own prefill kernels, docs/PERF.md) or, multi-threaded on
+// AVX-512 CPUs, oneDNN's (gemm.cc says why; GEMMAKIT_SGEMM=openblas|onednn), and products against
 // frozen weight matrices in their storage dtype: bf16/f16/Q8_0 matrices are widened to f32 a
 // panel of rows at a time into scratch, so the weights stay in their checkpoint dtype in
 // memory and the widening (O(rows·cols)) is amortised over the T rows of activations.
 //
-// OpenBLAS threads each call itself; call these from one thread (the trainer's), not from
-// inside ThreadPool loops.
+// The library threads each call itself (OpenBLAS's threads or oneDNN's OpenMP team); call these
+// from one thread (the trainer's), not from inside ThreadPool loops.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +33,12 @@ void WeightMatMulT(const MatrixView& w, const float* dy, int64_t T, float* dx, b
 // threads stay out of it (see EnsureGemmThreads).
 void WeightMatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1);
 
-// Sets OpenBLAS's thread count (its own pool, separate from ours).
+// Sets the sgemm thread count (OpenBLAS's pool or oneDNN's OpenMP team, separate from ours).
 void SetGemmThreads(int threads);
+// "oneDNN" or "OpenBLAS": the library Sgemm uses with this many threads.
+const char* SgemmLibrary(int threads);
+// For tests and benchmarks: 0 OpenBLAS, 1 oneDNN (multi-threaded calls), -1 the default choice.
+void ForceSgemmLibrary(int library);
 // The same, only when it differs: the trainer wants OpenBLAS's threads (one sgemm from the
 // trainer's thread), MatMul's prefill route wants one (an sgemm per pool thread), and a process
 // (the tests) may run both.

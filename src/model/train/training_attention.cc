@@ -5,8 +5,8 @@
 //   backward  P is recomputed from S and the log-sum-exp (FlashAttention-2's scheme: no T×T
 //             matrix is stored), dP = dO_b·V_spanᵀ, dS = P∘(dP − rowsum(dO∘O)),
 //             dQ_b = scale·dS·K_span, dK_span += scale·dSᵀ·Q_b, dV_span += Pᵀ·dO_b.
-// `span` is the keys any query of the block can see. The products are sgemm calls (OpenBLAS
-// threads them); the softmax loops run on the pool.
+// `span` is the keys any query of the block can see. The products are sgemm calls (the sgemm
+// library threads them, kernels/gemm.h); the softmax loops run on the pool.
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -53,8 +53,8 @@ TrainingModel::TrainingModel(const ModelConfig& c, ModelWeights weights, LoraAda
 TrainingModel::~TrainingModel() = default;
 
 Status TrainingModel::Prepare(std::span<const TrainRowView> rows, bool backward) {
-  // OpenBLAS threads its own products here; the inference engine's prefill route sets it to one
-  // thread (kernels/gemm.h), and a process may use both.
+  // The sgemm library threads its own products here; the inference engine's prefill route sets
+  // it to one thread (kernels/gemm.h), and a process may use both.
   EnsureGemmThreads(pool_->size());
   int64_t T = 0;
   for (const TrainRowView& r : rows) {

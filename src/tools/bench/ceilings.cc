@@ -160,8 +160,11 @@ Ceilings MeasureCeilings(ThreadPool& pool, uint64_t buffer_bytes, int repeats) {
   c.read_gbps = MeasureReadBandwidth(pool, buffer_bytes, repeats);
   c.fp32_gflops = MeasureFp32Peak(pool, repeats);
   c.bf16_gflops = MeasureBf16Peak(pool, repeats);
-  c.sgemm_gflops = MeasureSgemmRate(pool.size(), repeats);
+  // The oneDNN bf16 rate before sgemm: OpenBLAS's threads (when OpenBLAS runs the sgemm) spin
+  // for a while after each call and took one of the two cores from oneDNN's OpenMP threads (its
+  // rate then read 270-360 GFLOP/s instead of 680-770 on the AVX-512 BF16 machine, docs/PERF.md).
   c.onednn_bf16_gflops = MeasureOnednnBf16Rate(pool.size(), repeats);
+  c.sgemm_gflops = MeasureSgemmRate(pool.size(), repeats);
   return c;
 }
 

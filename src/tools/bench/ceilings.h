@@ -4,8 +4,9 @@
 //   read bandwidth: each thread sums its own slice of a buffer much larger than the caches;
 //   fp32 FMA peak: independent vfmadd231ps chains, 2 FLOPs per lane;
 //   bf16 dot peak: vdpbf16ps chains, 2 FLOPs per bf16 pair (AVX-512 BF16 CPUs only);
-//   sgemm rate: OpenBLAS sgemm of a 512 × 2048 by 2048 × 2048 product (a prefill's shape) on
-//     all threads: the measured matrix-product rate a prefill is held to where the CPU has no
+//   sgemm rate: Sgemm (kernels/gemm.h: OpenBLAS, or oneDNN on AVX-512 CPUs) of a 512 × 2048 by
+//     2048 × 2048 product (a prefill's shape) on all threads: the trainer's f32 product rate,
+//     and the measured matrix-product rate a prefill is held to where the CPU has no
 //     bf16 dot product (the speed issue's "measured matmul rate");
 //   oneDNN bf16 rate: oneDNN's bf16 matmul of the same shape (bf16 inputs, f32 results) on all
 //     threads, AVX-512 BF16 CPUs only: the measured matmul rate there (onednn_rate.cc).

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "kernels/gemm.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -146,7 +147,7 @@ std::string FormatModelBench(const ModelBenchResult& r) {
   std::snprintf(buf, sizeof(buf),
                 "model    %s: %s, %.3f B params, %s weights in %s (loaded in %.2f s), %d threads, %s kernels\n"
                 "machine  read bandwidth %.1f GB/s | fp32 FMA peak %.0f GFLOP/s | bf16 dot peak %.0f GFLOP/s | "
-                "OpenBLAS sgemm %.0f GFLOP/s%s\n"
+                "%s sgemm %.0f GFLOP/s%s\n"
                 "prefill  %d tokens: %.1f tokens/s = %.1f GFLOP/s = %.2f of fp32 FMA peak, %.2f of bf16 peak, "
                 "%.2f of sgemm%s\n"
                 "decode   %d tokens: %.2f tokens/s x %.3f GB/token = %.1f GB/s = %.2f of read bandwidth\n"
@@ -154,7 +155,7 @@ std::string FormatModelBench(const ModelBenchResult& r) {
                 "kernels  weights %s, bf16 activations %s\n",
                 r.model_dir.c_str(), r.arch.c_str(), r.params_b, r.weight_dtype.c_str(), r.load_mode.c_str(),
                 r.load_seconds, r.threads, r.isa.c_str(), r.ceilings.read_gbps, r.ceilings.fp32_gflops,
-                r.ceilings.bf16_gflops, r.ceilings.sgemm_gflops, onednn_ceiling, r.prompt_len, r.prefill_tok_s,
+                r.ceilings.bf16_gflops, SgemmLibrary(r.threads), r.ceilings.sgemm_gflops, onednn_ceiling, r.prompt_len, r.prefill_tok_s,
                 prefill_gflops, r.prefill_ratio_fp32, r.prefill_ratio_bf16, r.prefill_ratio_sgemm, onednn_ratio, r.gen_len, r.decode_tok_s, r.bytes_per_token / 1e9, decode_gbps,
                 r.decode_ratio, r.batch, r.batch_decode_tok_s, r.batch_speedup, r.batch_compute_ratio,
                 r.weight_format.c_str(), r.activations.c_str());
@@ -169,7 +170,7 @@ nlohmann::json ModelBenchToJson(const ModelBenchResult& r) {
           {"decode_tok_s", r.decode_tok_s}, {"read_gbps", r.ceilings.read_gbps},
           {"fp32_gflops", r.ceilings.fp32_gflops}, {"bf16_gflops", r.ceilings.bf16_gflops},
           {"decode_ratio", r.decode_ratio}, {"prefill_ratio_fp32", r.prefill_ratio_fp32},
-          {"prefill_ratio_bf16", r.prefill_ratio_bf16}, {"sgemm_gflops", r.ceilings.sgemm_gflops},
+          {"prefill_ratio_bf16", r.prefill_ratio_bf16}, {"sgemm_gflops", r.ceilings.sgemm_gflops}, {"sgemm_library", SgemmLibrary(r.threads)},
           {"prefill_ratio_sgemm", r.prefill_ratio_sgemm}, {"onednn_bf16_gflops", r.ceilings.onednn_bf16_gflops},
           {"prefill_ratio_onednn", r.prefill_ratio_onednn}, {"activations", r.activations},
           {"weight_format", r.weight_format}, {"batch", r.batch}, {"batch_decode_tok_s", r.batch_decode_tok_s},

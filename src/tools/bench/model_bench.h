@@ -49,7 +49,7 @@ struct ModelBenchResult {
   double decode_ratio = 0;         // decode tok/s ÷ (read bandwidth / bytes per token)
   double prefill_ratio_fp32 = 0;   // prefill FLOP/s ÷ fp32 FMA peak
   double prefill_ratio_bf16 = 0;   // prefill FLOP/s ÷ bf16 dot peak
-  double prefill_ratio_sgemm = 0;  // prefill FLOP/s ÷ OpenBLAS sgemm rate (ceilings.h)
+  double prefill_ratio_sgemm = 0;  // prefill FLOP/s ÷ sgemm rate (ceilings.h)
   double prefill_ratio_onednn = 0;  // prefill FLOP/s ÷ oneDNN bf16 matmul rate (AVX-512 BF16 only)
 };
 

@@ -116,7 +116,7 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
   const TrainRowView row{tokens, mask};
   const int64_t T = int64_t(tokens.size());
   const float loss_scale = 1.f / float(T - 1);
-  for (int s = 0; s < 1 + o.steps; ++s) {  // step 0 warms up (buffers, page faults, OpenBLAS threads)
+  for (int s = 0; s < 1 + o.steps; ++s) {  // step 0 warms up (buffers, page faults, sgemm threads)
     for (LoraModule& m : adapter.modules()) {
       std::fill(m.grad_a.begin(), m.grad_a.end(), 0.f);
       std::fill(m.grad_b.begin(), m.grad_b.end(), 0.f);

@@ -1,6 +1,6 @@
 // `gemmakit bench train`: tokens/s of one LoRA training step (TrainingModel::ForwardBackward
 // over one row of T random tokens, loss on every token), printed as a ratio to the machine's
-// fp32 FMA peak measured in the same run (the trainer computes in f32 through OpenBLAS), with the activation memory kept for the backward
+// fp32 FMA peak measured in the same run (the trainer computes in f32 through sgemm: OpenBLAS, or oneDNN on AVX-512 CPUs), with the activation memory kept for the backward
 // pass (with and without per-layer recomputation, `remat`).
 //
 // FLOPs per step, two counts (CountTrainFlops; P = parameters of a frozen matrix, Pl = r·in +
