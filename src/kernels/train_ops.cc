@@ -32,7 +32,8 @@ float GeluTanhDerivative(float x) {
 void GeluTanhMulBackward(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,
                          float* dup) {
   constexpr float kC = 0.7978845608028654f;
-  for (int64_t i = 0; i < n; ++i) {
+  const int64_t done = ActiveIsa() != Isa::kScalar ? GeluTanhMulBackwardAvx2(gate, up, dout, n, dgate, dup) : 0;
+  for (int64_t i = done; i < n; ++i) {
     const float x = gate[i], x2 = x * x;
     const float t = std::tanh(kC * (x + 0.044715f * x * x2));
     const float gelu = 0.5f * x * (1.f + t);

@@ -28,6 +28,8 @@ double SumExpMinus(const float* z, int64_t n, float m);
 void CrossEntropyGradRow(float* z, int64_t n, float lse, int64_t target, float cap, float scale);
 double SumExpMinusAvx2(const float* z, int64_t n, float m);
 void CrossEntropyGradRowAvx2(float* z, int64_t n, float lse, int64_t target, float cap, float scale);
+int64_t GeluTanhMulBackwardAvx2(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,
+                                float* dup);  // elements done
 
 // A uniform float in [0, 1) that depends only on (key, index): SplitMix64 of the pair. Dropout
 // masks drawn this way are the same when the forward pass is recomputed (remat) or a run is

@@ -1,4 +1,5 @@
-// AVX2 versions of the loss head's row kernels and of Softcap (kernels/train_ops.h, ops.h).
+// AVX2 versions of the loss head's row kernels, the GeGLU backward and Softcap
+// (kernels/train_ops.h, ops.h).
 #include <cmath>
 
 #include "kernels/cpu/vec_math_avx2.h"
@@ -48,6 +49,30 @@ GK_AVX2 void CrossEntropyGradRowAvx2(float* z, int64_t n, float lse, int64_t tar
     const float th = cap > 0.f ? zt / cap : 0.f;
     z[target] -= (1.f - th * th) * scale;
   }
+}
+
+// tanh from vec_math_avx2.h (Cephes' tanhf) instead of libm's tanhf, whose expm1f was ~4 % of
+// a training step's samples with the scalar loop around it ~2 % more (docs/PERF.md). Returns
+// the elements done (whole vectors); the caller's scalar loop does the rest.
+GK_AVX2 int64_t GeluTanhMulBackwardAvx2(const float* gate, const float* up, const float* dout, int64_t n,
+                                        float* dgate, float* dup) {
+  const __m256 c = _mm256_set1_ps(0.7978845608028654f), k = _mm256_set1_ps(0.044715f);
+  const __m256 k3 = _mm256_set1_ps(3.f * 0.044715f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(gate + i), x2 = _mm256_mul_ps(x, x);
+    const __m256 t = avx2::Tanh(_mm256_mul_ps(c, _mm256_add_ps(x, _mm256_mul_ps(_mm256_mul_ps(k, x), x2))));
+    const __m256 one_t = _mm256_add_ps(one, t);
+    const __m256 hx = _mm256_mul_ps(half, x);
+    // gelu'(x) = ½(1 + t) + ½x(1 − t²)·c·(1 + 3k·x²)
+    const __m256 d = _mm256_add_ps(_mm256_mul_ps(half, one_t),
+                                   _mm256_mul_ps(_mm256_mul_ps(hx, _mm256_fnmadd_ps(t, t, one)),
+                                                 _mm256_mul_ps(c, _mm256_fmadd_ps(k3, x2, one))));
+    const __m256 g = _mm256_loadu_ps(dout + i);
+    _mm256_storeu_ps(dgate + i, _mm256_mul_ps(_mm256_mul_ps(g, _mm256_loadu_ps(up + i)), d));
+    _mm256_storeu_ps(dup + i, _mm256_mul_ps(g, _mm256_mul_ps(hx, one_t)));
+  }
+  return i;
 }
 
 }  // namespace gk

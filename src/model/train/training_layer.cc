@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
@@ -80,16 +81,18 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
   }
   const bool v_norm = c.arch == Arch::kGemma4;
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    std::vector<float> cos_sin(static_cast<size_t>(H));  // one token's angles for all its heads
     for (int64_t t = b; t < e; ++t) {
+      RopeCosSin(inv_freq, H / 2, pos_[size_t(t)], cos_sin.data());
       for (int64_t n = 0; n < N; ++n) {
         float* q = a.q.data() + (t * N + n) * H;
         RmsNorm(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, q);
-        ApplyRope(q, H, inv_freq, pos_[size_t(t)]);
+        ApplyRopeCosSin(q, 1, H, cos_sin.data());
       }
       for (int64_t h = 0; h < K; ++h) {
         const int64_t o = (t * K + h) * H;
         RmsNorm(a.k_raw.data() + o, lw.k_norm.data(), H, eps, a.k.data() + o);
-        ApplyRope(a.k.data() + o, H, inv_freq, pos_[size_t(t)]);
+        ApplyRopeCosSin(a.k.data() + o, 1, H, cos_sin.data());
         if (v_norm) RmsNorm(a.v_raw.data() + o, nullptr, H, eps, a.v.data() + o);
         else std::memcpy(a.v.data() + o, a.v_raw.data() + o, sizeof(float) * size_t(H));
       }
@@ -158,15 +161,18 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   // Undo RoPE (the inverse rotation) and the q/k/v norms.
   const bool v_norm = c.arch == Arch::kGemma4;
   rows([&](int64_t t) {
+    thread_local std::vector<float> cos_sin;  // one token's inverse rotation for all its heads
+    cos_sin.resize(size_t(H));
+    RopeCosSin(inv_freq, H / 2, -pos_[size_t(t)], cos_sin.data());
     for (int64_t n = 0; n < N; ++n) {
       float* g = s.dq.data() + (t * N + n) * H;
-      ApplyRope(g, H, inv_freq, -pos_[size_t(t)]);
+      ApplyRopeCosSin(g, 1, H, cos_sin.data());
       RmsNormBackward(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, g, g, false);
     }
     for (int64_t h = 0; h < K; ++h) {
       const int64_t o = (t * K + h) * H;
       float* gk = s.dk.data() + o;
-      ApplyRope(gk, H, inv_freq, -pos_[size_t(t)]);
+      ApplyRopeCosSin(gk, 1, H, cos_sin.data());
       RmsNormBackward(a.k_raw.data() + o, lw.k_norm.data(), H, eps, gk, gk, false);
       float* gv = s.dv.data() + o;
       if (v_norm) RmsNormBackward(a.v_raw.data() + o, nullptr, H, eps, gv, gv, false);
