@@ -83,6 +83,7 @@ void BM_MatMul(benchmark::State& state) {
   std::vector<MatrixView> views;
   for (int c = 0; c < copies; ++c) {
     store.push_back(AllocateAnonymous(bytes));  // page-aligned, as the engine's weights
+    if (!store.back()) return state.SkipWithError("cannot map the weight copies");
     views.push_back(WeightsOfLayout(layout, wf, rows, cols, store.back().get()));
   }
   const std::vector<float> x = RandomVector(size_t(T * cols), 2);

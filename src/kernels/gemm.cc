@@ -22,7 +22,7 @@ std::atomic<int> g_gemm_threads{0};  // 0: OpenBLAS's own default
 // GFLOP/s on the trainer's shapes on the 2-core AVX-512 EPYC against 180-200 for Debian's
 // OpenBLAS 0.3.21, which does not know that CPU and must be pinned there to its Haswell
 // kernels (OPENBLAS_CORETYPE); unpinned, its SkylakeX kernels ran 320-350 (docs/PERF.md,
-// "Training"). Single-threaded calls (MatMul's prefill route, one per pool thread) stay with
+// "Zen 5"). Single-threaded calls (MatMul's prefill route, one per pool thread) stay with
 // OpenBLAS: OpenMP teams started from several threads at once would oversubscribe the cores.
 // GEMMAKIT_SGEMM=openblas|onednn overrides the choice.
 std::atomic<int> g_forced_library{-2};  // -2: read GEMMAKIT_SGEMM; -1 auto, 0 OpenBLAS, 1 oneDNN

@@ -97,7 +97,6 @@ void ToBf16Pairs(const float* x, int64_t n, uint32_t* hi, uint32_t* lo) {
   }
 }
 
-
 // Packed products (all matrices packed, one width) in one parallel loop over whole 4-panel
 // blocks of every matrix: the micro-kernel's full width (kernels/cpu/matmul_packed_avx512.cc).
 // Cutting a matrix anywhere else left 1- and 2-panel remainders, which run at about half the

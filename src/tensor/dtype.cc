@@ -146,7 +146,8 @@ __attribute__((target("avx2,f16c"))) int64_t ToF16SaturatedF16c(const float* src
       continue;
     }
     const __m256 c = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m128i h = _mm256_cvtps_ph(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
   }
   return i;
 }
