@@ -35,13 +35,14 @@ void WeightMatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, 
 
 // Sets the sgemm thread count (OpenBLAS's pool or oneDNN's OpenMP team, separate from ours).
 void SetGemmThreads(int threads);
+// The same, only when it differs: the trainer wants the library's threads (one sgemm from the
+// trainer's thread), MatMul's prefill route wants one (an sgemm per pool thread), and a process
+// (the tests) may run both.
+void EnsureGemmThreads(int threads);
+
 // "oneDNN" or "OpenBLAS": the library Sgemm uses with this many threads.
 const char* SgemmLibrary(int threads);
 // For tests and benchmarks: 0 OpenBLAS, 1 oneDNN (multi-threaded calls), -1 the default choice.
 void ForceSgemmLibrary(int library);
-// The same, only when it differs: the trainer wants OpenBLAS's threads (one sgemm from the
-// trainer's thread), MatMul's prefill route wants one (an sgemm per pool thread), and a process
-// (the tests) may run both.
-void EnsureGemmThreads(int threads);
 
 }  // namespace gk
