@@ -97,6 +97,8 @@ void ToBf16Pairs(const float* x, int64_t n, uint32_t* hi, uint32_t* lo) {
   }
 }
 
+constexpr size_t kMaxSharedProducts = 8;  // MatMulShared's fused loop keeps its block table on the stack
+
 // Packed products (all matrices packed, one width) in one parallel loop over whole 4-panel
 // blocks of every matrix: the micro-kernel's full width (kernels/cpu/matmul_packed_avx512.cc).
 // Cutting a matrix anywhere else left 1- and 2-panel remainders, which run at about half the
@@ -114,8 +116,7 @@ void PackedMatMuls(std::span<const WeightProduct> products, const float* x, int6
     ToBf16Pairs(x, T * cols, hi, lo);
   }
   constexpr int64_t kBlockPanels = 4;
-  constexpr size_t kMaxProducts = 8;
-  int64_t first_block[kMaxProducts + 1] = {0};  // matrix i's blocks: [first_block[i], first_block[i + 1])
+  int64_t first_block[kMaxSharedProducts + 1] = {0};  // matrix i's blocks: [first_block[i], first_block[i + 1])
   for (size_t i = 0; i < products.size(); ++i) {
     first_block[i + 1] = first_block[i] + (products[i].w->rows / 16 + kBlockPanels - 1) / kBlockPanels;
   }
@@ -184,7 +185,7 @@ void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_
 }
 
 void MatMulShared(std::span<const WeightProduct> products, const float* x, int64_t T, ThreadPool& pool) {
-  bool fused = !products.empty() && products.size() <= 8;
+  bool fused = !products.empty() && products.size() <= kMaxSharedProducts;
   for (const WeightProduct& p : products) fused = fused && p.w->packed && p.w->cols == products[0].w->cols;
   if (fused) {
     PackedMatMuls(products, x, T, pool);

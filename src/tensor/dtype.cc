@@ -132,6 +132,8 @@ namespace {
 
 constexpr float kF16Max = 65504.f;  // largest finite f16
 
+inline uint16_t F32ToF16Saturated(float f) { return F32ToF16(std::clamp(f, -kF16Max, kF16Max)); }
+
 // f32 -> f16 saturated, 8 at a time with F16C (round to nearest even, subnormals kept, the
 // same bits as F32ToF16 of the clamped value): every K and V row the KV cache stores comes
 // through here, and the scalar loop was ~4 % of a 270M prefill (docs/PERF.md). A vector with a
@@ -142,7 +144,7 @@ __attribute__((target("avx2,f16c"))) int64_t ToF16SaturatedF16c(const float* src
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(src + i);
     if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
-      for (int64_t k = i; k < i + 8; ++k) d[k] = F32ToF16(std::clamp(src[k], -kF16Max, kF16Max));
+      for (int64_t k = i; k < i + 8; ++k) d[k] = F32ToF16Saturated(src[k]);
       continue;
     }
     const __m256 c = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
@@ -168,7 +170,7 @@ void ConvertFromF32(DType dst, const float* src, int64_t n, void* dst_ptr) {
       auto* d = static_cast<uint16_t*>(dst_ptr);
       static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
       int64_t i = f16c ? ToF16SaturatedF16c(src, n, d) : 0;
-      for (; i < n; ++i) d[i] = F32ToF16(std::clamp(src[i], -kF16Max, kF16Max));
+      for (; i < n; ++i) d[i] = F32ToF16Saturated(src[i]);
       return;
     }
     case DType::kFp8E4m3: {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <vector>
 
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
@@ -80,22 +79,20 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
     Linear(l, LoraTarget::kV, lw.v, a.xn.data(), a.v_raw.data(), a.u[int(LoraTarget::kV)].data(), dropout);
   }
   const bool v_norm = c.arch == Arch::kGemma4;
+  // RoPE on all of a token's q (then k) heads at once: its angles once, not once per head.
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
-    std::vector<float> cos_sin(static_cast<size_t>(H));  // one token's angles for all its heads
     for (int64_t t = b; t < e; ++t) {
-      RopeCosSin(inv_freq, H / 2, pos_[size_t(t)], cos_sin.data());
       for (int64_t n = 0; n < N; ++n) {
-        float* q = a.q.data() + (t * N + n) * H;
-        RmsNorm(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, q);
-        ApplyRopeCosSin(q, 1, H, cos_sin.data());
+        RmsNorm(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, a.q.data() + (t * N + n) * H);
       }
+      ApplyRopeHeads(a.q.data() + t * N * H, N, H, inv_freq, pos_[size_t(t)]);
       for (int64_t h = 0; h < K; ++h) {
         const int64_t o = (t * K + h) * H;
         RmsNorm(a.k_raw.data() + o, lw.k_norm.data(), H, eps, a.k.data() + o);
-        ApplyRopeCosSin(a.k.data() + o, 1, H, cos_sin.data());
         if (v_norm) RmsNorm(a.v_raw.data() + o, nullptr, H, eps, a.v.data() + o);
         else std::memcpy(a.v.data() + o, a.v_raw.data() + o, sizeof(float) * size_t(H));
       }
+      ApplyRopeHeads(a.k.data() + t * K * H, K, H, inv_freq, pos_[size_t(t)]);
     }
   });
   AttentionForward(l, a);
@@ -161,18 +158,15 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   // Undo RoPE (the inverse rotation) and the q/k/v norms.
   const bool v_norm = c.arch == Arch::kGemma4;
   rows([&](int64_t t) {
-    thread_local std::vector<float> cos_sin;  // one token's inverse rotation for all its heads
-    cos_sin.resize(size_t(H));
-    RopeCosSin(inv_freq, H / 2, -pos_[size_t(t)], cos_sin.data());
+    ApplyRopeHeads(s.dq.data() + t * N * H, N, H, inv_freq, -pos_[size_t(t)]);
+    ApplyRopeHeads(s.dk.data() + t * K * H, K, H, inv_freq, -pos_[size_t(t)]);
     for (int64_t n = 0; n < N; ++n) {
       float* g = s.dq.data() + (t * N + n) * H;
-      ApplyRopeCosSin(g, 1, H, cos_sin.data());
       RmsNormBackward(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, g, g, false);
     }
     for (int64_t h = 0; h < K; ++h) {
       const int64_t o = (t * K + h) * H;
       float* gk = s.dk.data() + o;
-      ApplyRopeCosSin(gk, 1, H, cos_sin.data());
       RmsNormBackward(a.k_raw.data() + o, lw.k_norm.data(), H, eps, gk, gk, false);
       float* gv = s.dv.data() + o;
       if (v_norm) RmsNormBackward(a.v_raw.data() + o, nullptr, H, eps, gv, gv, false);
