@@ -21,7 +21,7 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
   const LayerWeights& lw = weights_.layers[size_t(l)];
   const int64_t N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l);
   const float eps = c.rms_norm_eps;
-  const float* rope = c.IsFull(l) ? s_->rope_full.data() : s_->rope_sliding.data();  // (T, H): RunDecoder
+  const float* rope = s_->rope[size_t(rope_.slot[size_t(l)])].data();  // (T, H): RunDecoder
   const float* xn = s_->xn.data();
 
   float* q = s_->q.data();  // (T, N, H)

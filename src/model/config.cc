@@ -83,6 +83,76 @@ Status ParseRope(const json& t, ModelConfig* c) {
   return Status::Ok();
 }
 
+// transformers >= 5.15 writes the full-attention layers' shape as per_layer_config, keyed by
+// layer index ({"5": {"head_dim": 512, "num_key_value_heads": 4}}) instead of global_head_dim /
+// num_global_key_value_heads; a layer without an entry then has head_dim and
+// num_key_value_heads, whatever its type. Any layer may carry an entry. The values are folded
+// back into the released style: each type's shape from its first layer, per-layer overrides
+// (layer_head_dim, layer_kv_heads) only where a layer differs from its type, so both styles
+// of one checkpoint parse to the same ModelConfig.
+Status ParsePerLayerConfig(const json& t, ModelConfig* c) {
+  auto it = t.find("per_layer_config");
+  if (it == t.end() || it->is_null()) return Status::Ok();
+  if (!it->is_object()) return Status::Error(StrCat("config.json: per_layer_config must be an object keyed by layer index, got ", it->dump()));
+  const int L = c->num_layers;
+  std::vector<int> H(size_t(L), c->head_dim), K(size_t(L), c->num_kv_heads);
+  for (const auto& [key, overrides] : it->items()) {
+    const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+    const int l = digits ? std::stoi(key) : -1;
+    if (l < 0 || l >= L) {
+      return Status::Error(StrCat("config.json: per_layer_config key '", key, "' is not a layer index (0..", L - 1, ")"));
+    }
+    if (!overrides.is_object()) {
+      return Status::Error(StrCat("config.json: per_layer_config layer ", l, " must be an object, got ", overrides.dump()));
+    }
+    for (const auto& [field, value] : overrides.items()) {
+      int* slot = field == "head_dim" ? &H[size_t(l)] : field == "num_key_value_heads" ? &K[size_t(l)] : nullptr;
+      if (slot == nullptr) {
+        // The global value repeated (a full dump of every layer) overrides nothing.
+        if (t.contains(field) && t[field] == value) continue;
+        return Status::Error(StrCat("config.json: per_layer_config layer ", l, ": override '", field,
+                                    "' is not supported (gemmakit applies head_dim and num_key_value_heads per layer)"));
+      }
+      if (!value.is_number_integer() || value.get<int64_t>() <= 0 || value.get<int64_t>() > (1 << 20)) {
+        return Status::Error(StrCat("config.json: per_layer_config layer ", l, ": ", field,
+                                    " must be a positive integer, got ", value.dump()));
+      }
+      *slot = value.get<int>();
+    }
+  }
+  for (int l = 0; l < L; ++l) {
+    if (!c->IsFull(l)) continue;
+    c->global_head_dim = H[size_t(l)];
+    if (c->KEqV(l)) c->num_global_kv_heads = K[size_t(l)];
+    break;
+  }
+  c->layer_head_dim.assign(size_t(L), 0);
+  c->layer_kv_heads.assign(size_t(L), 0);
+  bool any_head = false, any_kv = false;
+  for (int l = 0; l < L; ++l) {
+    if (H[size_t(l)] != c->HeadDim(l)) c->layer_head_dim[size_t(l)] = H[size_t(l)], any_head = true;
+    if (K[size_t(l)] != c->KvHeads(l)) c->layer_kv_heads[size_t(l)] = K[size_t(l)], any_kv = true;
+  }
+  if (!any_head) c->layer_head_dim.clear();
+  if (!any_kv) c->layer_kv_heads.clear();
+  return Status::Ok();
+}
+
+// Fields of transformers' configs whose non-default values change the function the decoder
+// computes in ways gemmakit does not implement: refused rather than silently ignored.
+Status CheckUnsupportedFields(const json& t, Arch arch) {
+  auto set = [&](const char* key) { return t.contains(key) && !t[key].is_null() && t[key] != false; };
+  if (set("attention_bias")) return Status::Error("config.json: attention_bias true is not supported (Gemma has no biases)");
+  if (arch == Arch::kGemma3 && set("attn_logit_softcapping")) {
+    return Status::Error(StrCat("config.json: attn_logit_softcapping ", t["attn_logit_softcapping"].dump(),
+                                " is not supported (Gemma 3 has none)"));
+  }
+  if (t.contains("use_bidirectional_attention") && t["use_bidirectional_attention"] == "all") {
+    return Status::Error("config.json: use_bidirectional_attention \"all\" is not supported (gemmakit runs causal decoders)");
+  }
+  return Status::Ok();
+}
+
 void AddEos(const json& j, std::vector<int>* ids) {
   auto it = j.find("eos_token_id");
   if (it == j.end()) return;
@@ -110,6 +180,22 @@ Result<Arch> DetectArch(const json& top, const json& text) {
                                     "); gemmakit runs gemma4, gemma4_text, gemma3 and gemma3_text"));
 }
 
+// Shapes the released fields cannot say, as transformers' per_layer_config. transformers then
+// ignores global_head_dim / num_global_key_value_heads, so every full layer gets an entry too.
+void AddPerLayerConfig(const ModelConfig& c, json* t) {
+  if (c.UniformPerLayerType()) return;
+  json per_layer = json::object();
+  for (int l = 0; l < c.num_layers; ++l) {
+    const bool head = !c.layer_head_dim.empty() && c.layer_head_dim[size_t(l)] > 0;
+    const bool kv = !c.layer_kv_heads.empty() && c.layer_kv_heads[size_t(l)] > 0;
+    if (!head && !kv && !c.IsFull(l)) continue;
+    json o = {{"head_dim", c.HeadDim(l)}};
+    if (c.KvHeads(l) != c.num_kv_heads) o["num_key_value_heads"] = c.KvHeads(l);
+    per_layer[std::to_string(l)] = o;
+  }
+  (*t)["per_layer_config"] = per_layer;
+}
+
 }  // namespace
 
 int ModelConfig::KvSourceLayer(int l) const {
@@ -123,6 +209,18 @@ int ModelConfig::KvSourceLayer(int l) const {
 
 int ModelConfig::MlpWidth(int l) const {
   return (use_double_wide_mlp && IsKvShared(l)) ? 2 * intermediate_size : intermediate_size;
+}
+
+int ModelConfig::MaxHeadDim() const {
+  int h = std::max(head_dim, global_head_dim);
+  for (int l = 0; l < num_layers; ++l) h = std::max(h, HeadDim(l));
+  return h;
+}
+
+int ModelConfig::MaxKvHeads() const {
+  int k = std::max(num_kv_heads, num_global_kv_heads);
+  for (int l = 0; l < num_layers; ++l) k = std::max(k, KvHeads(l));
+  return k;
 }
 
 int64_t ModelConfig::ParameterCount() const {
@@ -180,8 +278,12 @@ Result<ModelConfig> ParseModelConfig(const json& top) {
   AddEos(top, &c.eos_token_ids);
   if (!c.eos_token_ids.empty()) c.eos_token_id = c.eos_token_ids.front();
   else c.eos_token_ids.push_back(c.eos_token_id);
-  GK_RETURN_IF_ERROR(Get(t, "dtype", &c.torch_dtype, false));
-  GK_RETURN_IF_ERROR(Get(t, "torch_dtype", &c.torch_dtype, false));
+  // transformers 5.x writes `dtype` (at the top level and in text_config), 4.x `torch_dtype`.
+  for (const json* j : {&top, &t}) {
+    GK_RETURN_IF_ERROR(Get(*j, "dtype", &c.torch_dtype, false));
+    GK_RETURN_IF_ERROR(Get(*j, "torch_dtype", &c.torch_dtype, false));
+  }
+  GK_RETURN_IF_ERROR(CheckUnsupportedFields(t, c.arch));
 
   if (c.arch == Arch::kGemma4) {
     c.global_head_dim = 512;
@@ -198,12 +300,15 @@ Result<ModelConfig> ParseModelConfig(const json& top) {
     GK_RETURN_IF_ERROR(Get(t, "num_experts", &c.num_experts, false));
     GK_RETURN_IF_ERROR(Get(t, "top_k_experts", &c.top_k_experts, false));
     GK_RETURN_IF_ERROR(Get(t, "moe_intermediate_size", &c.moe_intermediate_size, false));
+    // As transformers' Gemma4TextConfig does: the last layer is always full attention.
+    if (!c.layer_types.empty()) c.layer_types.back() = LayerType::kFull;
   } else {
     c.global_head_dim = c.head_dim;
     c.num_global_kv_heads = c.num_kv_heads;
     c.query_pre_attn_scalar = float(c.head_dim);
     GK_RETURN_IF_ERROR(Get(t, "query_pre_attn_scalar", &c.query_pre_attn_scalar, false));
   }
+  GK_RETURN_IF_ERROR(ParsePerLayerConfig(t, &c));
   GK_RETURN_IF_ERROR(ValidateModelConfig(c));
   return c;
 }
@@ -223,8 +328,25 @@ Status ValidateModelConfig(const ModelConfig& c) {
   GK_RETURN_IF_ERROR(positive("global_head_dim", c.global_head_dim));
   GK_RETURN_IF_ERROR(positive("num_global_key_value_heads", c.num_global_kv_heads));
   GK_RETURN_IF_ERROR(positive("sliding_window", c.sliding_window));
-  if (c.head_dim % 2 || c.global_head_dim % 2) return Status::Error("config.json: head dims must be even for RoPE");
+  if (int(c.layer_types.size()) != c.num_layers) {
+    return Status::Error(StrCat("config.json: ", c.layer_types.size(), " layer types for ", c.num_layers, " layers"));
+  }
+  for (const std::vector<int>* v : {&c.layer_head_dim, &c.layer_kv_heads}) {
+    if (!v->empty() && int(v->size()) != c.num_layers) {
+      return Status::Error(StrCat("config.json: per-layer overrides for ", v->size(), " of ", c.num_layers, " layers"));
+    }
+  }
   for (int l = 0; l < c.num_layers; ++l) {
+    if (c.HeadDim(l) <= 0 || c.HeadDim(l) % 2 || c.KvHeads(l) <= 0) {
+      return Status::Error(StrCat("config.json: layer ", l, " has head dim ", c.HeadDim(l), " and ", c.KvHeads(l),
+                                  " kv heads; head dims must be even and positive"));
+    }
+    const int src = c.KvSourceLayer(l);
+    if (src != l && (c.HeadDim(src) != c.HeadDim(l) || c.KvHeads(src) != c.KvHeads(l))) {
+      return Status::Error(StrCat("config.json: KV-shared layer ", l, " (head dim ", c.HeadDim(l), ", ", c.KvHeads(l),
+                                  " kv heads) reads layer ", src, "'s cache, which has head dim ", c.HeadDim(src), " and ",
+                                  c.KvHeads(src), " kv heads"));
+    }
     if (c.num_heads % c.KvHeads(l) != 0) {
       return Status::Error(StrCat("config.json: layer ", l, " has ", c.num_heads, " query heads, not a multiple of ",
                                   c.KvHeads(l), " kv heads"));
@@ -299,6 +421,7 @@ json ModelConfigToJson(const ModelConfig& c) {
     t["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
     t["final_logit_softcapping"] = c.final_logit_softcap > 0 ? json(c.final_logit_softcap) : json(nullptr);
     t["attn_logit_softcapping"] = nullptr;
+    AddPerLayerConfig(c, &t);
     return t;
   }
   t["architectures"] = {"Gemma4ForCausalLM"};
@@ -320,6 +443,7 @@ json ModelConfigToJson(const ModelConfig& c) {
   t["top_k_experts"] = c.enable_moe_block ? json(c.top_k_experts) : json(nullptr);
   t["moe_intermediate_size"] = c.enable_moe_block ? json(c.moe_intermediate_size) : json(nullptr);
   t["use_bidirectional_attention"] = nullptr;
+  AddPerLayerConfig(c, &t);
   return t;
 }
 

@@ -53,15 +53,30 @@ struct ModelConfig {
   int num_experts = 0;
   int top_k_experts = 0;
   int moe_intermediate_size = 0;
+  // Per-layer attention shapes where a layer differs from its type's values above (what is left
+  // of transformers' per_layer_config after ParseModelConfig folds the per-type values into
+  // global_head_dim / num_global_kv_heads): 0 = the type's value. Empty, or num_layers entries.
+  std::vector<int> layer_head_dim, layer_kv_heads;
   int bos_token_id = 2, eos_token_id = 1, pad_token_id = 0;
   std::vector<int> eos_token_ids;  // every id that ends generation
   std::string torch_dtype = "bfloat16";
 
   // Derived per-layer facts.
   bool IsFull(int l) const { return layer_types[l] == LayerType::kFull; }
-  int HeadDim(int l) const { return IsFull(l) ? global_head_dim : head_dim; }
+  int HeadDim(int l) const {
+    if (!layer_head_dim.empty() && layer_head_dim[size_t(l)] > 0) return layer_head_dim[size_t(l)];
+    return IsFull(l) ? global_head_dim : head_dim;
+  }
   bool KEqV(int l) const { return arch == Arch::kGemma4 && attention_k_eq_v && IsFull(l); }
-  int KvHeads(int l) const { return KEqV(l) ? num_global_kv_heads : num_kv_heads; }
+  int KvHeads(int l) const {
+    if (!layer_kv_heads.empty() && layer_kv_heads[size_t(l)] > 0) return layer_kv_heads[size_t(l)];
+    return KEqV(l) ? num_global_kv_heads : num_kv_heads;
+  }
+  int MaxHeadDim() const;
+  int MaxKvHeads() const;
+  // Whether every layer of a type has that type's head dim and kv heads (no per-layer
+  // overrides): what formats with one value per layer type (GGUF) can describe.
+  bool UniformPerLayerType() const { return layer_head_dim.empty() && layer_kv_heads.empty(); }
   const RopeParams& Rope(int l) const { return IsFull(l) ? rope_full : rope_sliding; }
   // The layer whose KV cache layer l attends over (itself unless KV-shared).
   int KvSourceLayer(int l) const;

@@ -14,6 +14,17 @@ namespace gk {
 // exponent's denominator is always the full head dim ("proportional" RoPE of full layers).
 std::vector<float> RopeInvFreq(const RopeParams& r, int H);
 
+// RoPE of every layer: the layers of one type and head dim share inverse frequencies (and the
+// forward pass's per-token cos/sin table), a "slot". Two slots (sliding, full) unless
+// per-layer overrides give a type several head dims.
+struct LayerRope {
+  std::vector<int> slot;                     // per layer
+  std::vector<int> head_dim;                 // per slot
+  std::vector<std::vector<float>> inv_freq;  // per slot: head_dim / 2 entries
+  const float* InvFreq(int l) const { return inv_freq[size_t(slot[size_t(l)])].data(); }
+};
+LayerRope MakeLayerRope(const ModelConfig& c);
+
 // sqrt(n) as the weights' dtype holds it (the reference implementations round it): the
 // embedding scale.
 float ScaleInDtype(int n, DType dt);

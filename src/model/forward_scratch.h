@@ -14,8 +14,7 @@ struct ForwardScratch {
   std::vector<float> k, v;       // (T, Kmax·Hmax)
   std::vector<float> att;        // (T, N·Hmax) attention output before o_proj
   std::vector<float> out;        // (T, D) block output
-  std::vector<float> rope_sliding;  // (T, head_dim) per token: cosines, then sines (RopeCosSin)
-  std::vector<float> rope_full;     // (T, global_head_dim) the same for full-attention layers
+  std::vector<std::vector<float>> rope;  // per RoPE slot (LayerRope): (T, H) per token cosines, then sines (RopeCosSin)
   std::vector<float> gate, up;   // (T, Fmax)
   std::vector<float> ple;        // (T, L·P) per-layer inputs
   std::vector<float> ple_gate;   // (T, P)

@@ -33,12 +33,11 @@ GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* poo
   if (c.hidden_size_per_layer_input > 0) {
     ple_embed_scale_ = ScaleInDtype(c.hidden_size_per_layer_input, weights_.checkpoint_dtype);
   }
-  inv_freq_sliding_ = RopeInvFreq(c.rope_sliding, c.head_dim);
-  inv_freq_full_ = RopeInvFreq(c.rope_full, c.global_head_dim);
+  rope_ = MakeLayerRope(c);
 
   const size_t T = size_t(max_chunk_), D = size_t(c.hidden_size);
-  const size_t Hmax = size_t(std::max(c.head_dim, c.global_head_dim));
-  const size_t Kmax = size_t(std::max(c.num_kv_heads, c.num_global_kv_heads));
+  const size_t Hmax = size_t(c.MaxHeadDim());
+  const size_t Kmax = size_t(c.MaxKvHeads());
   size_t Fmax = size_t(c.intermediate_size) * (c.use_double_wide_mlp ? 2 : 1);
   s_->x.resize(T * D);
   s_->x_emb.resize(T * D);
@@ -48,8 +47,8 @@ GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* poo
   s_->v.resize(T * Kmax * Hmax);
   s_->att.resize(T * size_t(c.num_heads) * Hmax);
   s_->out.resize(T * D);
-  s_->rope_sliding.resize(T * size_t(c.head_dim));
-  s_->rope_full.resize(T * size_t(c.global_head_dim));
+  s_->rope.resize(rope_.head_dim.size());
+  for (size_t i = 0; i < s_->rope.size(); ++i) s_->rope[i].resize(T * size_t(rope_.head_dim[i]));
   s_->gate.resize(T * Fmax);
   s_->up.resize(T * Fmax);
   if (c.hidden_size_per_layer_input > 0) {
@@ -186,11 +185,12 @@ void GemmaModel::RunDecoder(int64_t T) {
   Embed(token_ids_.data(), T, x);
   if (c.hidden_size_per_layer_input > 0) PerLayerInputs(token_ids_.data(), T, x);
   // Every layer rotates q and k at the same positions: each token's angles once per pass.
-  const int64_t Hs = c.head_dim, Hf = c.global_head_dim;
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
-      RopeCosSin(inv_freq_sliding_.data(), Hs / 2, token_pos_[size_t(t)], s_->rope_sliding.data() + t * Hs);
-      RopeCosSin(inv_freq_full_.data(), Hf / 2, token_pos_[size_t(t)], s_->rope_full.data() + t * Hf);
+      for (size_t i = 0; i < s_->rope.size(); ++i) {
+        const int64_t H = rope_.head_dim[i];
+        RopeCosSin(rope_.inv_freq[i].data(), H / 2, token_pos_[size_t(t)], s_->rope[i].data() + t * H);
+      }
     }
   });
   for (int l = 0; l < c.num_layers; ++l) {
@@ -287,7 +287,7 @@ void GemmaModel::RunPaged(std::span<const PagedBatchItem> items, PagedKvPool& po
     }
     paged_spans_.push_back(sp);
   }
-  const int64_t Kmax = std::max(c.num_kv_heads, c.num_global_kv_heads);
+  const int64_t Kmax = c.MaxKvHeads();
   paged_segments_.resize(size_t(std::max(blocks[0], blocks[1]) * Kmax));  // keeps its capacity
   paged_pool_ = &pool;
   RunDecoder(int64_t(token_ids_.size()));

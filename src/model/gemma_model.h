@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/decoder_constants.h"
 #include "model/kv_cache.h"
 #include "model/quantize.h"
 #include "model/weights.h"
@@ -114,7 +115,7 @@ class GemmaModel {
   int max_chunk_;
   float embed_scale_ = 1.f;
   float ple_embed_scale_ = 1.f;
-  std::vector<float> inv_freq_sliding_, inv_freq_full_;
+  LayerRope rope_;
   std::unique_ptr<ForwardScratch> s_;
   std::vector<KvCache*> token_cache_;  // per token of the running batch: its sequence's cache
   std::vector<int64_t> token_pos_;     // per token: its position

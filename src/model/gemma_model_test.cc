@@ -10,10 +10,13 @@
 #include <filesystem>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "formats/safetensors.h"
 #include "model/presets.h"
 #include "model/random_init.h"
 #include "model/toy_models_test_util.h"
+#include "util/atomic_file.h"
 
 namespace gk {
 namespace {
@@ -209,6 +212,50 @@ TEST(GemmaModel, BatchedSequencesMatchSingleRuns) {
       EXPECT_NEAR(last[size_t(v)], alone[2][size_t(v)], 1e-4) << preset;
     }
     std::filesystem::remove_all(dir);
+  }
+}
+
+// A checkpoint saved by transformers >= 5.15 (per_layer_config instead of global_head_dim /
+// num_global_key_value_heads) runs exactly as its released-style twin: same weights, same
+// logits, bit for bit.
+TEST(GemmaModel, PerLayerConfigTwinGivesEqualLogits) {
+  for (const char* preset : {"tiny", "tiny-e2b"}) {
+    const ModelConfig c = SmallVocab(preset);
+    const std::string dir = WriteModel(c, std::string("released_") + preset, DType::kBF16);
+    const std::string twin = TestTempDir(std::string("gk_model_test_per_layer_") + preset);
+    std::filesystem::create_directories(twin);
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      std::filesystem::copy_file(e.path(), twin + "/" + e.path().filename().string(),
+                                 std::filesystem::copy_options::overwrite_existing);
+    }
+    auto text = ReadFile(dir + "/config.json");
+    ASSERT_TRUE(text.ok());
+    nlohmann::json j = nlohmann::json::parse(*text);
+    nlohmann::json& t = j.contains("text_config") ? j["text_config"] : j;
+    nlohmann::json per_layer = nlohmann::json::object();
+    for (int l = 0; l < c.num_layers; ++l) {
+      if (!c.IsFull(l)) continue;
+      nlohmann::json o = {{"head_dim", c.global_head_dim}};
+      if (c.attention_k_eq_v) o["num_key_value_heads"] = c.num_global_kv_heads;
+      per_layer[std::to_string(l)] = o;
+    }
+    ASSERT_TRUE(t.contains("global_head_dim"));
+    t.erase("global_head_dim");
+    t.erase("num_global_key_value_heads");
+    t["dtype"] = t["torch_dtype"];
+    t.erase("torch_dtype");
+    t["per_layer_config"] = per_layer;
+    ASSERT_TRUE(WriteFileAtomic(twin + "/config.json", j.dump(2)).ok());
+
+    std::vector<int32_t> tokens(21);
+    std::mt19937 rng(5);
+    for (auto& tok : tokens) tok = int32_t(rng() % 300);
+    const auto a = RunChunked(dir, tokens, 64);
+    const auto b = RunChunked(twin, tokens, 64);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << preset;
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(twin);
   }
 }
 

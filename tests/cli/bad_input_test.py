@@ -132,6 +132,15 @@ def wrong_shape_in_config(d):
     edit_config(d, lambda c: c["text_config"].__setitem__("intermediate_size", 256))
 
 
+def unknown_override(d):
+    def fn(c):
+        t = c["text_config"]
+        t.pop("global_head_dim", None)
+        t.pop("num_global_key_value_heads", None)
+        t["per_layer_config"] = {"5": {"head_dim": 64, "rope_theta": 5.0}}
+    edit_config(d, fn)
+
+
 TOKENS = ["--tokens", "2,10,11,12,13,14,15,16,17,18,19,20"]
 CASES = [
     ("truncated safetensors", truncate, TOKENS, "safetensors"),
@@ -144,6 +153,8 @@ CASES = [
     ("config.json missing", no_config, TOKENS, "config.json"),
     ("config.json not JSON", invalid_json_config, TOKENS, "invalid JSON"),
     ("tensor shape disagrees with config", wrong_shape_in_config, TOKENS, "mlp.gate_proj.weight has shape"),
+    ("per_layer_config override gemmakit does not apply", unknown_override, TOKENS,
+     "per_layer_config layer 5: override 'rope_theta'"),
     ("prompt longer than the context", short_context, TOKENS, "longer than the model's context"),
     ("token id outside the embedding", None, ["--tokens", "2,5,999999"], "outside"),
     ("malformed token list", None, ["--tokens", "2,x,3"], "not a token id"),

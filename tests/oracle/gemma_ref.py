@@ -273,6 +273,29 @@ class Config:
         if self.attn_softcap is not None:
             self.attn_softcap = float(self.attn_softcap)
 
+        # Per-layer attention shapes.  transformers >= 5.15 writes per_layer_config (layer index ->
+        # overrides) instead of global_head_dim / num_global_key_value_heads; with it, a layer that
+        # has no entry uses head_dim / num_key_value_heads whatever its type, and the global keys
+        # are ignored.  Without it, full layers take the global keys (released checkpoints).
+        plc = g("per_layer_config")
+        if plc is not None:
+            self.layer_H = [self.H] * self.L
+            self.layer_K = [self.K] * self.L
+            for key, ov in plc.items():
+                l = int(key)
+                if not 0 <= l < self.L:
+                    raise ValueError(f"per_layer_config layer {key} out of range")
+                for name, val in ov.items():
+                    if name == "head_dim":
+                        self.layer_H[l] = int(val)
+                    elif name == "num_key_value_heads":
+                        self.layer_K[l] = int(val)
+                    elif c.get(name) != val:
+                        raise ValueError(f"per_layer_config layer {l}: unsupported override {name}")
+        else:
+            self.layer_H = [self.HG if t == FULL else self.H for t in self.layer_types]
+            self.layer_K = [self.KG if (t == FULL and self.k_eq_v) else self.K for t in self.layer_types]
+
         # KV sharing (spec 1.6): the last S layers reuse the KV of the last non-shared layer of the
         # same type.
         self.first_shared = self.L - self.S if self.S > 0 else self.L
@@ -289,10 +312,10 @@ class Config:
         return l >= self.first_shared
 
     def head_dim(self, l):
-        return self.HG if self.layer_types[l] == FULL else self.H
+        return self.layer_H[l]
 
     def kv_heads(self, l):
-        return self.KG if (self.layer_types[l] == FULL and self.k_eq_v) else self.K
+        return self.layer_K[l]
 
     def layer_k_eq_v(self, l):
         return self.k_eq_v and self.layer_types[l] == FULL

@@ -60,6 +60,14 @@ CASES = {
     # text-only export (top-level gemma4_text config, model.* prefix), sharded into 3 files,
     # D=80 (sqrt(80) rounds to 8.9375 in bf16).
     "g4_textonly_sharded": dict(G4_BASE, layout="text", D=80, shards=3),
+    # g4_basic as transformers >= 5.15 saves it: the full layer's shape in per_layer_config, no
+    # global_head_dim / num_global_key_value_heads, `dtype` only.
+    "g4_per_layer": dict(G4_BASE, per_layer={5: {"head_dim": 64, "num_key_value_heads": 1}}),
+    # Every layer its own shape: full layers with 1 and 2 kv heads, a sliding layer with head dim
+    # 16 (a third RoPE table), another with one kv head; sizes the released keys cannot say.
+    "g4_per_layer_mixed": dict(G4_BASE, L=8, layer_types=[S, S, S, F_, S, S, S, F_],
+                               per_layer={1: {"num_key_value_heads": 1}, 3: {"head_dim": 64, "num_key_value_heads": 1},
+                                          5: {"head_dim": 16}, 7: {"head_dim": 64, "num_key_value_heads": 2}}),
     # Gemma 3 (270M/1B-like): (1+w) norms, query_pre_attn_scalar != head_dim, no softcap.
     "g3_basic": dict(family="gemma3", layout="gemma3", vocab=512, D=64, L=6,
                      layer_types=[S, S, S, S, S, F_], N=4, K=1, H=32, window=8, F=128,
@@ -89,7 +97,7 @@ def text_config(s, dtype):
             "final_logit_softcapping": None, "attn_logit_softcapping": None,
             "torch_dtype": dtype, "use_cache": True,
         }
-    return {
+    tc = {
         "model_type": "gemma4_text", "vocab_size": s["vocab"], "hidden_size": s["D"],
         "intermediate_size": s["F"], "num_hidden_layers": s["L"],
         "num_attention_heads": s["N"], "num_key_value_heads": s["K"], "head_dim": s["H"],
@@ -111,6 +119,10 @@ def text_config(s, dtype):
         "num_experts": s["E"] or None, "top_k_experts": s["topk"] or None,
         "moe_intermediate_size": s["Fe"] or None, "dtype": dtype,
     }
+    if "per_layer" in s:
+        del tc["global_head_dim"], tc["num_global_key_value_heads"]
+        tc["per_layer_config"] = {str(l): dict(ov) for l, ov in s["per_layer"].items()}
+    return tc
 
 
 def full_config(s, dtype):
@@ -158,7 +170,11 @@ def make_weights(s, seed):
     for l in range(L):
         p = f"layers.{l}."
         full = s["layer_types"][l] == F_
-        if g4:
+        if g4 and "per_layer" in s:
+            ov = s["per_layer"].get(l, {})
+            H, K = ov.get("head_dim", s["H"]), ov.get("num_key_value_heads", s["K"])
+            keqv = full and s["k_eq_v"]
+        elif g4:
             H = s["HG"] if full else s["H"]
             K = (s["KG"] or s["K"]) if (full and s["k_eq_v"]) else s["K"]
             keqv = full and s["k_eq_v"]

@@ -87,7 +87,7 @@ struct TrainingModel::Scratch {
   std::vector<float> h, dh, e_chunk, z;
 
   void Resize(const ModelConfig& c, int rank, int64_t T) {
-    int64_t H = std::max(c.head_dim, c.global_head_dim), K = std::max(c.num_kv_heads, c.num_global_kv_heads), F = 0;
+    int64_t H = c.MaxHeadDim(), K = c.MaxKvHeads(), F = 0;
     for (int i = 0; i < c.num_layers; ++i) F = std::max<int64_t>(F, c.MlpWidth(i));
     const size_t D = size_t(c.hidden_size), n = size_t(T);
     const size_t in_max = std::max({D, size_t(F), size_t(c.num_heads * H)});

@@ -69,7 +69,7 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
   const int64_t T = T_, D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l);
   const int64_t F = c.MlpWidth(l);
   const float eps = c.rms_norm_eps;
-  const float* inv_freq = c.IsFull(l) ? inv_freq_full_.data() : inv_freq_sliding_.data();
+  const float* inv_freq = rope_.InvFreq(l);
   RmsNormRows(x_in, lw.input_norm.data(), T, D, eps, a.xn.data());
   Linear(l, LoraTarget::kQ, lw.q, a.xn.data(), a.q_raw.data(), a.u[int(LoraTarget::kQ)].data(), dropout);
   Linear(l, LoraTarget::kK, lw.k, a.xn.data(), a.k_raw.data(), a.u[int(LoraTarget::kK)].data(), dropout);
@@ -119,7 +119,7 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   const int64_t T = T_, D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l);
   const int64_t F = c.MlpWidth(l);
   const float eps = c.rms_norm_eps;
-  const float* inv_freq = c.IsFull(l) ? inv_freq_full_.data() : inv_freq_sliding_.data();
+  const float* inv_freq = rope_.InvFreq(l);
   const float* x_in = s_->layer_inputs[size_t(l)].data();
   Scratch& s = *s_;
   auto rows = [&](const std::function<void(int64_t)>& fn) {

@@ -44,8 +44,7 @@ TrainingModel::TrainingModel(const ModelConfig& c, ModelWeights weights, LoraAda
       s_(std::make_unique<Scratch>()) {
   embed_scale_ = ScaleInDtype(c.hidden_size, weights_.checkpoint_dtype);
   attn_scale_ = AttentionScale(c);
-  inv_freq_sliding_ = RopeInvFreq(c.rope_sliding, c.head_dim);
-  inv_freq_full_ = RopeInvFreq(c.rope_full, c.global_head_dim);
+  rope_ = MakeLayerRope(c);
   if (!options.remat) acts_.resize(size_t(c.num_layers));
   work_ = std::make_unique<LayerActs>();
 }

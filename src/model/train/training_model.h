@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/decoder_constants.h"
 #include "model/train/lora.h"
 #include "model/weights.h"
 #include "tensor/thread_pool.h"
@@ -100,7 +101,7 @@ class TrainingModel {
   TrainingModelOptions options_;
   float embed_scale_ = 1.f;
   float attn_scale_ = 1.f;
-  std::vector<float> inv_freq_sliding_, inv_freq_full_;
+  LayerRope rope_;
   // The running micro-batch.
   int64_t T_ = 0;
   std::vector<int32_t> tokens_;

@@ -749,6 +749,15 @@ Result<GgufExportPlan> PlanGgufExport(const std::string& path, GgufType type, co
   const bool g4 = c.arch == Arch::kGemma4;
   plan.arch = g4 ? "gemma4" : "gemma3";
   if (!g4) GK_RETURN_IF_ERROR(CheckGemma3ForLlamaCpp(c, dir));
+  for (int l = 0; l < c.num_layers; ++l) {
+    // GGUF has one key length per layer type (key_length, key_length_swa); kv heads may vary.
+    if (c.HeadDim(l) != (c.IsFull(l) ? c.global_head_dim : c.head_dim)) {
+      return R::Error(StrCat(dir, "/config.json: layer ", l, " has head dim ", c.HeadDim(l), ", other ",
+                             c.IsFull(l) ? "full" : "sliding", "-attention layers ",
+                             c.IsFull(l) ? c.global_head_dim : c.head_dim,
+                             "; a GGUF file has one head dim per layer type"));
+    }
+  }
 
   GK_ASSIGN_OR_RETURN(SafetensorsSet set_value, SafetensorsSet::Open(path));
   auto set = std::make_shared<const SafetensorsSet>(std::move(set_value));

@@ -506,7 +506,11 @@ TEST(GgufExportTest, RefusesWhatLlamaCppWouldLoadWrongOrNotAtAll) {
               std::string::npos);
   }
   {
-    const std::string dir = MakeModel(c, "gguf_export_extra", DType::kF32);
+    // Layers 4 and 5 full, so that the first five layers alone still end with a full one (the
+    // last layer is always full attention, as transformers forces it).
+    ModelConfig two_full = c;
+    two_full.layer_types[4] = LayerType::kFull;
+    const std::string dir = MakeModel(two_full, "gguf_export_extra", DType::kF32);
     json cfg = ReadJsonFile(dir + "/config.json");
     cfg["num_hidden_layers"] = 5;
     cfg["layer_types"].erase(cfg["layer_types"].size() - 1);
