@@ -207,6 +207,13 @@ int ModelConfig::KvSourceLayer(int l) const {
   return l;
 }
 
+bool ModelConfig::IsKvSource(int l) const {
+  for (int s = num_layers - num_kv_shared_layers; s < num_layers; ++s) {
+    if (s > l && KvSourceLayer(s) == l) return true;
+  }
+  return false;
+}
+
 int ModelConfig::MlpWidth(int l) const {
   return (use_double_wide_mlp && IsKvShared(l)) ? 2 * intermediate_size : intermediate_size;
 }

@@ -81,6 +81,8 @@ struct ModelConfig {
   // The layer whose KV cache layer l attends over (itself unless KV-shared).
   int KvSourceLayer(int l) const;
   bool IsKvShared(int l) const { return KvSourceLayer(l) != l; }
+  // Whether some KV-shared layer reads layer l's cache.
+  bool IsKvSource(int l) const;
   int MlpWidth(int l) const;
   int64_t ParameterCount() const;
 };

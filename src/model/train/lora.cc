@@ -28,13 +28,16 @@ const char* LoraTargetModule(LoraTarget t) {
 
 namespace {
 
-// (in, out) of a projection, or (0, 0) when the layer has none (v_proj on K=V layers).
+// (in, out) of a projection, or (0, 0) when the layer has none: v_proj on K=V layers, k_proj
+// and v_proj on KV-shared layers (they read another layer's K/V; transformers builds no such
+// modules there, so PEFT adapts none).
 std::pair<int64_t, int64_t> ProjectionShape(const ModelConfig& c, int l, LoraTarget t) {
   const int64_t D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), F = c.MlpWidth(l);
+  const std::pair<int64_t, int64_t> none{0, 0};
   switch (t) {
     case LoraTarget::kQ: return {D, N * H};
-    case LoraTarget::kK: return {D, K * H};
-    case LoraTarget::kV: return c.KEqV(l) ? std::pair<int64_t, int64_t>{0, 0} : std::pair<int64_t, int64_t>{D, K * H};
+    case LoraTarget::kK: return c.IsKvShared(l) ? none : std::pair<int64_t, int64_t>{D, K * H};
+    case LoraTarget::kV: return c.KEqV(l) || c.IsKvShared(l) ? none : std::pair<int64_t, int64_t>{D, K * H};
     case LoraTarget::kO: return {N * H, D};
     case LoraTarget::kGate:
     case LoraTarget::kUp: return {D, F};
@@ -220,7 +223,19 @@ Result<LoraAdapter> LoraAdapter::LoadPeft(const std::string& dir, const ModelCon
   for (const TensorInfo& t : file->tensors()) {
     auto it = keys.find(t.name);
     if (it == keys.end()) {
-      return Status::Error(StrCat(path, ": tensor ", t.name, " is not a LoRA factor of a projection of this model"));
+      std::smatch sm;
+      static const std::regex kv_key(R"(.*\.layers\.(\d+)\.self_attn\.([kv])_proj\.lora_[AB]\.weight)");
+      std::string why;
+      if (std::regex_match(t.name, sm, kv_key)) {
+        const int l = sm[1].length() < 7 ? std::stoi(sm[1].str()) : -1;
+        if (l >= 0 && l < c.num_layers && c.IsKvShared(l)) {
+          why = StrCat(" (layer ", l, " is KV-shared: it reads layer ", c.KvSourceLayer(l), "'s K/V and has no ",
+                       sm[2].str(), "_proj)");
+        } else if (l >= 0 && l < c.num_layers && sm[2] == "v" && c.KEqV(l)) {
+          why = StrCat(" (layer ", l, " is a K=V layer: it has no v_proj)");
+        }
+      }
+      return Status::Error(StrCat(path, ": tensor ", t.name, " is not a LoRA factor of a projection of this model", why));
     }
     LoraModule& m = a.modules_[size_t(it->second.first)];
     const bool is_a = it->second.second;

@@ -22,7 +22,7 @@ constexpr int64_t kBlock = 64;
 
 }  // namespace
 
-void TrainingModel::AttentionForward(int l, LayerActs& a) {
+void TrainingModel::AttentionForward(int l, LayerActs& a, const float* k_all, const float* v_all) {
   const ModelConfig& c = config_;
   const int64_t N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), group = N / K;
   const bool full = c.IsFull(l);
@@ -38,8 +38,8 @@ void TrainingModel::AttentionForward(int l, LayerActs& a) {
         const int64_t bq = std::min(kBlock, len - i0);
         const int64_t j0 = full ? 0 : std::max<int64_t>(0, i0 - W + 1), span = i0 + bq - j0;
         const float* q = a.q.data() + ((r0 + i0) * N + n) * H;
-        const float* k = a.k.data() + ((r0 + j0) * K + kh) * H;
-        const float* v = a.v.data() + ((r0 + j0) * K + kh) * H;
+        const float* k = k_all + ((r0 + j0) * K + kh) * H;
+        const float* v = v_all + ((r0 + j0) * K + kh) * H;
         float* S = s.scores.data();
         Sgemm(false, true, bq, span, H, scale, q, N * H, k, K * H, 0.f, S, span);
         float* lse = a.lse.data() + n * T_ + r0 + i0;
@@ -68,8 +68,8 @@ void TrainingModel::AttentionForward(int l, LayerActs& a) {
   }
 }
 
-void TrainingModel::AttentionBackward(int l, const LayerActs& a, const float* datt, float* dq, float* dk,
-                                      float* dv) {
+void TrainingModel::AttentionBackward(int l, const LayerActs& a, const float* k_all, const float* v_all,
+                                      const float* datt, float* dq, float* dk, float* dv) {
   const ModelConfig& c = config_;
   const int64_t N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), group = N / K;
   const bool full = c.IsFull(l);
@@ -99,8 +99,8 @@ void TrainingModel::AttentionBackward(int l, const LayerActs& a, const float* da
         const int64_t j0 = full ? 0 : std::max<int64_t>(0, i0 - W + 1), span = i0 + bq - j0;
         const int64_t qrow = ((r0 + i0) * N + n) * H, krow = ((r0 + j0) * K + kh) * H;
         const float* q = a.q.data() + qrow;
-        const float* k = a.k.data() + krow;
-        const float* v = a.v.data() + krow;
+        const float* k = k_all + krow;
+        const float* v = v_all + krow;
         const float* g = datt + qrow;
         float* P = s.scores.data();
         float* dP = s.dprobs.data();

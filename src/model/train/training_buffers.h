@@ -25,6 +25,21 @@ struct TrainingModel::LayerActs {
   std::vector<float> g, up, act;          // (T, F) gate, up, gelu(gate)·up
   std::vector<float> m;                   // (T, D) down_proj output
   std::vector<float> u[kNumLoraTargets];  // (T, r) LoRA A-products drop(x)·Aᵀ
+  // MoE layers (26B-A4B): the feed-forward output is mm = RmsNorm(m) + RmsNorm(y).
+  std::vector<float> mm;                  // (T, D)
+  std::vector<float> xe;                  // (T, D) pre_feedforward_layernorm_2 output: the experts' input
+  std::vector<float> probs;               // (T, E) router softmax
+  std::vector<int32_t> top;               // (T, k) chosen experts, by falling probability
+  std::vector<float> top_w;               // (T, k) their weights (renormalised, times per_expert_scale)
+  std::vector<int32_t> order;             // (T·k) the (token, choice) slots t·k + j sorted by expert
+  std::vector<int64_t> expert_begin;      // (E + 1) each expert's first entry of `order`
+  std::vector<float> eg, ea, eo;          // (T·k, 2·Fe), (T·k, Fe), (T·k, D) in `order`: gate|up, act, output
+  std::vector<float> y;                   // (T, D) Σ_j top_w · expert output
+  // PLE layers (E2B/E4B): x_out = (x2 + RmsNorm(ple_o)) · layer_scalar.
+  std::vector<float> x2;                  // (T, D) residual after the feed-forward block
+  std::vector<float> ple_g;               // (T, P) per_layer_input_gate output
+  std::vector<float> ple_a;               // (T, P) gelu(ple_g) · per-layer input
+  std::vector<float> ple_o;               // (T, D) per_layer_projection output
 
   // Sized for layer l (l = -1: the largest layer, for the shared remat buffer).
   void Resize(const ModelConfig& c, const LoraAdapter* adapter, int l, int64_t T) {
@@ -55,11 +70,30 @@ struct TrainingModel::LayerActs {
     act.resize(n * size_t(F));
     m.resize(n * D);
     for (int t = 0; t < kNumLoraTargets; ++t) u[t].resize(lora[t] ? n * size_t(adapter->rank()) : 0);
+    const size_t moe = c.enable_moe_block ? n : 0, E = size_t(c.num_experts), k = size_t(c.top_k_experts);
+    const size_t Fe = size_t(c.moe_intermediate_size);
+    mm.resize(moe * D);
+    xe.resize(moe * D);
+    probs.resize(moe * E);
+    top.resize(moe * k);
+    top_w.resize(moe * k);
+    order.resize(moe * k);
+    expert_begin.resize(c.enable_moe_block ? E + 1 : 0);
+    eg.resize(moe * k * 2 * Fe);
+    ea.resize(moe * k * Fe);
+    eo.resize(moe * k * D);
+    y.resize(moe * D);
+    const size_t ple = c.hidden_size_per_layer_input > 0 ? n : 0, P = size_t(c.hidden_size_per_layer_input);
+    x2.resize(ple * D);
+    ple_g.resize(ple * P);
+    ple_a.resize(ple * P);
+    ple_o.resize(ple * D);
   }
   int64_t Bytes() const {
     size_t n = xn.size() + q_raw.size() + k_raw.size() + v_raw.size() + q.size() + k.size() + v.size() +
                att.size() + lse.size() + o.size() + x1.size() + xn2.size() + g.size() + up.size() + act.size() +
-               m.size();
+               m.size() + mm.size() + xe.size() + probs.size() + top.size() + top_w.size() + order.size() +
+               eg.size() + ea.size() + eo.size() + y.size() + x2.size() + ple_g.size() + ple_a.size() + ple_o.size();
     for (const auto& x : u) n += x.size();
     return int64_t(n * sizeof(float));
   }
@@ -81,6 +115,18 @@ struct TrainingModel::Scratch {
   std::vector<float> lora_dx;  // (T, max in) LoRA input gradient before the dropout mask
   std::vector<float> scores, probs, dprobs;  // attention blocks (bq, T)
   std::vector<float> delta;    // (T) rowsum(dO · O) of one head
+  // KV sharing: per layer that shared layers read, its K and V (after norm and RoPE) and the
+  // gradient the shared layers send back to them; empty for other layers.
+  std::vector<std::vector<float>> shared_k, shared_v, shared_dk, shared_dv;
+  // PLE: (T, L·P) per-layer inputs, computed once per micro-batch from the embeddings.
+  std::vector<float> ple;
+  std::vector<float> dple;     // (T, P)
+  // MoE temporaries.
+  std::vector<float> router_in, drouter_in;  // (T, D)
+  std::vector<float> dz;                     // (T, E)
+  std::vector<float> dm, dy, dxe;            // (T, D)
+  std::vector<float> xg, dxg, deo;           // (T·k, D) expert inputs / their gradients / output gradients
+  std::vector<float> dact, dgu;              // (T·k, Fe), (T·k, 2·Fe)
   // Loss head.
   std::vector<int64_t> loss_rows;
   std::vector<int32_t> loss_targets;
@@ -106,6 +152,32 @@ struct TrainingModel::Scratch {
     lora_dx.resize(n * in_max);
     du.resize(n * size_t(std::max(rank, 1)));
     delta.resize(n);
+    shared_k.resize(size_t(c.num_layers));
+    shared_v.resize(size_t(c.num_layers));
+    shared_dk.resize(size_t(c.num_layers));
+    shared_dv.resize(size_t(c.num_layers));
+    for (int l = 0; l < c.num_layers; ++l) {
+      const size_t kv = c.IsKvSource(l) ? n * size_t(c.KvHeads(l)) * size_t(c.HeadDim(l)) : 0;
+      shared_k[size_t(l)].resize(kv);
+      shared_v[size_t(l)].resize(kv);
+      shared_dk[size_t(l)].resize(kv);
+      shared_dv[size_t(l)].resize(kv);
+    }
+    const size_t P = size_t(c.hidden_size_per_layer_input);
+    ple.resize(n * size_t(c.num_layers) * P);
+    dple.resize(n * P);
+    const size_t moe = c.enable_moe_block ? n : 0, k = size_t(c.top_k_experts), Fe = size_t(c.moe_intermediate_size);
+    router_in.resize(moe * D);
+    drouter_in.resize(moe * D);
+    dz.resize(moe * size_t(c.num_experts));
+    dm.resize(moe * D);
+    dy.resize(moe * D);
+    dxe.resize(moe * D);
+    xg.resize(moe * k * D);
+    dxg.resize(moe * k * D);
+    deo.resize(moe * k * D);
+    dact.resize(moe * k * Fe);
+    dgu.resize(moe * k * 2 * Fe);
   }
 };
 

@@ -70,13 +70,16 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
   const int64_t F = c.MlpWidth(l);
   const float eps = c.rms_norm_eps;
   const float* inv_freq = rope_.InvFreq(l);
+  const bool own_kv = !c.IsKvShared(l);  // a KV-shared layer projects only Q
   RmsNormRows(x_in, lw.input_norm.data(), T, D, eps, a.xn.data());
   Linear(l, LoraTarget::kQ, lw.q, a.xn.data(), a.q_raw.data(), a.u[int(LoraTarget::kQ)].data(), dropout);
-  Linear(l, LoraTarget::kK, lw.k, a.xn.data(), a.k_raw.data(), a.u[int(LoraTarget::kK)].data(), dropout);
-  if (c.KEqV(l)) {  // V is the raw K projection (LoRA included), before k_norm and RoPE
-    std::memcpy(a.v_raw.data(), a.k_raw.data(), sizeof(float) * size_t(T * K * H));
-  } else {
-    Linear(l, LoraTarget::kV, lw.v, a.xn.data(), a.v_raw.data(), a.u[int(LoraTarget::kV)].data(), dropout);
+  if (own_kv) {
+    Linear(l, LoraTarget::kK, lw.k, a.xn.data(), a.k_raw.data(), a.u[int(LoraTarget::kK)].data(), dropout);
+    if (c.KEqV(l)) {  // V is the raw K projection (LoRA included), before k_norm and RoPE
+      std::memcpy(a.v_raw.data(), a.k_raw.data(), sizeof(float) * size_t(T * K * H));
+    } else {
+      Linear(l, LoraTarget::kV, lw.v, a.xn.data(), a.v_raw.data(), a.u[int(LoraTarget::kV)].data(), dropout);
+    }
   }
   const bool v_norm = c.arch == Arch::kGemma4;
   // RoPE on all of a token's q (then k) heads at once: its angles once, not once per head.
@@ -86,6 +89,7 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
         RmsNorm(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, a.q.data() + (t * N + n) * H);
       }
       ApplyRopeHeads(a.q.data() + t * N * H, N, H, inv_freq, pos_[size_t(t)]);
+      if (!own_kv) continue;
       for (int64_t h = 0; h < K; ++h) {
         const int64_t o = (t * K + h) * H;
         RmsNorm(a.k_raw.data() + o, lw.k_norm.data(), H, eps, a.k.data() + o);
@@ -95,9 +99,16 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
       ApplyRopeHeads(a.k.data() + t * K * H, K, H, inv_freq, pos_[size_t(t)]);
     }
   });
-  AttentionForward(l, a);
+  Scratch& s = *s_;
+  if (c.IsKvSource(l)) {  // kept for the shared layers (a remat recompute rewrites a.k / a.v)
+    std::memcpy(s.shared_k[size_t(l)].data(), a.k.data(), sizeof(float) * size_t(T * K * H));
+    std::memcpy(s.shared_v[size_t(l)].data(), a.v.data(), sizeof(float) * size_t(T * K * H));
+  }
+  const int src = c.KvSourceLayer(l);
+  AttentionForward(l, a, own_kv ? a.k.data() : s.shared_k[size_t(src)].data(),
+                   own_kv ? a.v.data() : s.shared_v[size_t(src)].data());
   Linear(l, LoraTarget::kO, lw.o, a.att.data(), a.o.data(), a.u[int(LoraTarget::kO)].data(), dropout);
-  float* tmp = s_->dd.data();
+  float* tmp = s.dd.data();
   RmsNormRows(a.o.data(), lw.post_attn_norm.data(), T, D, eps, tmp);
   for (int64_t i = 0; i < T * D; ++i) a.x1[size_t(i)] = x_in[i] + tmp[i];
   RmsNormRows(a.x1.data(), lw.pre_ffw_norm.data(), T, D, eps, a.xn2.data());
@@ -107,9 +118,14 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
     GeluTanhMul(a.g.data() + b * F, a.up.data() + b * F, (e - b) * F, a.act.data() + b * F);
   });
   Linear(l, LoraTarget::kDown, lw.down, a.act.data(), a.m.data(), a.u[int(LoraTarget::kDown)].data(), dropout);
-  RmsNormRows(a.m.data(), lw.post_ffw_norm.data(), T, D, eps, tmp);
+  if (c.enable_moe_block) MoeForward(l, a);  // a.mm = RmsNorm(m) + RmsNorm(experts)
+  RmsNormRows(c.enable_moe_block ? a.mm.data() : a.m.data(), lw.post_ffw_norm.data(), T, D, eps, tmp);
+  const bool ple = c.hidden_size_per_layer_input > 0;
+  float* x2 = ple ? a.x2.data() : x_out;
+  for (int64_t i = 0; i < T * D; ++i) x2[i] = a.x1[size_t(i)] + tmp[i];
+  if (ple) PleForward(l, a, x2, x_out);
   const float ls = lw.layer_scalar;
-  for (int64_t i = 0; i < T * D; ++i) x_out[i] = (a.x1[size_t(i)] + tmp[i]) * ls;
+  if (ls != 1.f) Scale(x_out, T * D, ls);
 }
 
 // dx: the gradient of the layer's output on entry, of its input on return.
@@ -121,6 +137,8 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   const float eps = c.rms_norm_eps;
   const float* inv_freq = rope_.InvFreq(l);
   const float* x_in = s_->layer_inputs[size_t(l)].data();
+  const bool own_kv = !c.IsKvShared(l);
+  const int src = c.KvSourceLayer(l);
   Scratch& s = *s_;
   auto rows = [&](const std::function<void(int64_t)>& fn) {
     pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
@@ -128,14 +146,21 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
     });
   };
 
-  // x_out = (x1 + RmsNorm(m)) · layer_scalar
+  // x_out = (x2 [+ RmsNorm(ple_o)]) · layer_scalar, x2 = x1 + RmsNorm(m or mm)
   Scale(dx, T * D, lw.layer_scalar);
+  if (c.hidden_size_per_layer_input > 0) PleBackward(l, a, dx);  // dx: now the gradient of x2
+  const float* ffn_out = c.enable_moe_block ? a.mm.data() : a.m.data();
   rows([&](int64_t t) {
-    RmsNormBackward(a.m.data() + t * D, lw.post_ffw_norm.data(), D, eps, dx + t * D, s.dd.data() + t * D, false);
+    RmsNormBackward(ffn_out + t * D, lw.post_ffw_norm.data(), D, eps, dx + t * D, s.dd.data() + t * D, false);
   });
+  const float* dm = s.dd.data();
+  if (c.enable_moe_block) {  // s.dd is the gradient of mm; the experts add theirs to dx (x1)
+    MoeBackward(l, a, s.dd.data(), s.dm.data(), dx);
+    dm = s.dm.data();
+  }
   // m = down(gelu(g)·up)
-  LinearBackward(l, LoraTarget::kDown, lw.down, a.act.data(), a.u[int(LoraTarget::kDown)].data(), s.dd.data(),
-                 s.df1.data(), false);
+  LinearBackward(l, LoraTarget::kDown, lw.down, a.act.data(), a.u[int(LoraTarget::kDown)].data(), dm, s.df1.data(),
+                 false);
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     GeluTanhMulBackward(a.g.data() + b * F, a.up.data() + b * F, s.df1.data() + b * F, (e - b) * F,
                         s.df2.data() + b * F, s.df3.data() + b * F);
@@ -154,16 +179,27 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   });
   LinearBackward(l, LoraTarget::kO, lw.o, a.att.data(), a.u[int(LoraTarget::kO)].data(), s.dd.data(),
                  s.datt.data(), false);
-  AttentionBackward(l, a, s.datt.data(), s.dq.data(), s.dk.data(), s.dv.data());
+  AttentionBackward(l, a, own_kv ? a.k.data() : s.shared_k[size_t(src)].data(),
+                    own_kv ? a.v.data() : s.shared_v[size_t(src)].data(), s.datt.data(), s.dq.data(), s.dk.data(),
+                    s.dv.data());
+  const size_t kv = size_t(T * K * H);
+  if (!own_kv) {  // the K/V belong to the source layer, whose backward pass comes later
+    Add(s.dk.data(), s.shared_dk[size_t(src)].data(), int64_t(kv));
+    Add(s.dv.data(), s.shared_dv[size_t(src)].data(), int64_t(kv));
+  } else if (c.IsKvSource(l)) {  // what the shared layers sent back
+    Add(s.shared_dk[size_t(l)].data(), s.dk.data(), int64_t(kv));
+    Add(s.shared_dv[size_t(l)].data(), s.dv.data(), int64_t(kv));
+  }
   // Undo RoPE (the inverse rotation) and the q/k/v norms.
   const bool v_norm = c.arch == Arch::kGemma4;
   rows([&](int64_t t) {
     ApplyRopeHeads(s.dq.data() + t * N * H, N, H, inv_freq, -pos_[size_t(t)]);
-    ApplyRopeHeads(s.dk.data() + t * K * H, K, H, inv_freq, -pos_[size_t(t)]);
     for (int64_t n = 0; n < N; ++n) {
       float* g = s.dq.data() + (t * N + n) * H;
       RmsNormBackward(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, g, g, false);
     }
+    if (!own_kv) return;
+    ApplyRopeHeads(s.dk.data() + t * K * H, K, H, inv_freq, -pos_[size_t(t)]);
     for (int64_t h = 0; h < K; ++h) {
       const int64_t o = (t * K + h) * H;
       float* gk = s.dk.data() + o;
@@ -175,11 +211,13 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   });
   LinearBackward(l, LoraTarget::kQ, lw.q, a.xn.data(), a.u[int(LoraTarget::kQ)].data(), s.dq.data(), s.dxn.data(),
                  false);
-  LinearBackward(l, LoraTarget::kK, lw.k, a.xn.data(), a.u[int(LoraTarget::kK)].data(), s.dk.data(), s.dxn.data(),
-                 true);
-  if (!c.KEqV(l)) {
-    LinearBackward(l, LoraTarget::kV, lw.v, a.xn.data(), a.u[int(LoraTarget::kV)].data(), s.dv.data(),
-                   s.dxn.data(), true);
+  if (own_kv) {
+    LinearBackward(l, LoraTarget::kK, lw.k, a.xn.data(), a.u[int(LoraTarget::kK)].data(), s.dk.data(), s.dxn.data(),
+                   true);
+    if (!c.KEqV(l)) {
+      LinearBackward(l, LoraTarget::kV, lw.v, a.xn.data(), a.u[int(LoraTarget::kV)].data(), s.dv.data(),
+                     s.dxn.data(), true);
+    }
   }
   rows([&](int64_t t) {
     RmsNormBackward(x_in + t * D, lw.input_norm.data(), D, eps, s.dxn.data() + t * D, dx + t * D, true);

@@ -16,11 +16,6 @@ namespace gk {
 Result<std::unique_ptr<TrainingModel>> TrainingModel::Create(const ModelConfig& c, ModelWeights weights,
                                                              LoraAdapter* adapter, ThreadPool* pool,
                                                              TrainingModelOptions options) {
-  if (c.hidden_size_per_layer_input > 0) {
-    return Status::Error("training: per-layer embeddings (Gemma 4 E2B/E4B) are not supported yet");
-  }
-  if (c.num_kv_shared_layers > 0) return Status::Error("training: KV-shared layers are not supported yet");
-  if (c.enable_moe_block) return Status::Error("training: mixture-of-experts layers are not supported yet");
   bool packed = false, quantized = false;
   ForEachMatrix(weights, [&](const MatrixView& m) {
     packed |= m.packed;
@@ -43,6 +38,9 @@ TrainingModel::TrainingModel(const ModelConfig& c, ModelWeights weights, LoraAda
     : config_(c), weights_(std::move(weights)), adapter_(adapter), pool_(pool), options_(options),
       s_(std::make_unique<Scratch>()) {
   embed_scale_ = ScaleInDtype(c.hidden_size, weights_.checkpoint_dtype);
+  if (c.hidden_size_per_layer_input > 0) {
+    ple_embed_scale_ = ScaleInDtype(c.hidden_size_per_layer_input, weights_.checkpoint_dtype);
+  }
   attn_scale_ = AttentionScale(c);
   rope_ = MakeLayerRope(c);
   if (!options.remat) acts_.resize(size_t(c.num_layers));
@@ -103,6 +101,9 @@ void TrainingModel::Embed() {
       Scale(x + t * D, D, embed_scale_);
     }
   });
+  if (config_.hidden_size_per_layer_input > 0) PerLayerInputs();
+  for (auto& g : s_->shared_dk) std::fill(g.begin(), g.end(), 0.f);
+  for (auto& g : s_->shared_dv) std::fill(g.begin(), g.end(), 0.f);
 }
 
 Status TrainingModel::ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t dropout_key,

@@ -16,9 +16,12 @@
 // (activation_bytes()); with remat only each layer's input is, and the layer's forward pass is
 // recomputed just before its backward pass (the reference case's per-layer remat).
 //
-// Supported: dense decoders (sliding and full layers, K=V layers, partial RoPE, softcap,
-// layer_scalar, Gemma 3 norms/scale). Not yet: per-layer embeddings (E2B/E4B), KV sharing,
-// MoE (26B-A4B); Create says so.
+// Every Gemma 4 variant and Gemma 3: sliding and full layers, K=V layers, partial RoPE, softcap,
+// layer_scalar, Gemma 3 norms/scale; per-layer embeddings (E2B/E4B: the PLE tables and
+// projections stay frozen, gradients flow through the per-layer block into the residual
+// stream), KV sharing (a shared layer attends over its source layer's K/V and sends their
+// gradient back to it), the double-wide MLP, and the MoE block of 26B-A4B (router and experts
+// frozen; the gradient flows through the experts and through the top-k routing weights).
 #pragma once
 
 #include <cstdint>
@@ -86,8 +89,16 @@ class TrainingModel {
   void Embed();
   void LayerForward(int l, const float* x_in, LayerActs& a, float* x_out, bool dropout);
   void LayerBackward(int l, const LayerActs& a, float* dx);
-  void AttentionForward(int l, LayerActs& a);
-  void AttentionBackward(int l, const LayerActs& a, const float* datt, float* dq, float* dk, float* dv);
+  // k, v: the K/V the layer attends over (its own, or its source layer's when KV-shared).
+  void AttentionForward(int l, LayerActs& a, const float* k, const float* v);
+  void AttentionBackward(int l, const LayerActs& a, const float* k, const float* v, const float* datt, float* dq,
+                         float* dk, float* dv);
+  // Feed-forward parts beyond the dense MLP (training_feed_forward.cc).
+  void PerLayerInputs();
+  void MoeForward(int l, LayerActs& a);
+  void MoeBackward(int l, const LayerActs& a, const float* dmm, float* dm, float* dx1);
+  void PleForward(int l, LayerActs& a, const float* x2, float* x3);
+  void PleBackward(int l, const LayerActs& a, float* dx);
   void Linear(int l, LoraTarget t, const MatrixView& w, const float* x, float* y, float* u, bool dropout);
   void LinearBackward(int l, LoraTarget t, const MatrixView& w, const float* x, const float* u, const float* dy,
                       float* dx, bool accumulate);
@@ -100,6 +111,7 @@ class TrainingModel {
   ThreadPool* pool_;
   TrainingModelOptions options_;
   float embed_scale_ = 1.f;
+  float ple_embed_scale_ = 1.f;
   float attn_scale_ = 1.f;
   LayerRope rope_;
   // The running micro-batch.

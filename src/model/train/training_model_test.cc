@@ -63,7 +63,7 @@ LoraAdapter MakeAdapter(const Fixture& f, const std::string& prefix, uint64_t se
 }
 
 TEST(TrainingModel, LogitsWithoutLoraEqualTheInferenceEngine) {
-  for (const char* preset : {"tiny", "gemma3-270m"}) {
+  for (const char* preset : {"tiny", "tiny-e2b", "tiny-moe", "gemma3-270m"}) {
     Fixture f = ToyModel(preset, DType::kF32);
     ThreadPool pool(2);
     auto tm = MakeModel(f, nullptr, &pool);
@@ -162,8 +162,12 @@ std::vector<float> AllGrads(const LoraAdapter& a) {
   return g;
 }
 
-TEST(TrainingModel, PackedRowsEqualSeparateRowsAndRematChangesNothing) {
-  Fixture f = ToyModel("tiny", DType::kBF16);
+class TrainingPresets : public ::testing::TestWithParam<std::string> {};
+
+// Every variant: the KV-shared layers' source K/V and their gradients survive the remat
+// recompute, the MoE routing is recomputed to the same choices.
+TEST_P(TrainingPresets, PackedRowsEqualSeparateRowsAndRematChangesNothing) {
+  Fixture f = ToyModel(GetParam(), DType::kBF16);
   ThreadPool pool(2);
   auto w = LoadWeights(f.dir, f.config);
   ASSERT_TRUE(w.ok());
@@ -203,6 +207,13 @@ TEST(TrainingModel, PackedRowsEqualSeparateRowsAndRematChangesNothing) {
   EXPECT_EQ(AllGrads(again), g_packed);
   EXPECT_LT(tr->activation_bytes(), tm->activation_bytes());
 }
+
+INSTANTIATE_TEST_SUITE_P(Variants, TrainingPresets, ::testing::Values("tiny", "tiny-e2b", "tiny-moe"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) if (ch == '-') ch = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace gk

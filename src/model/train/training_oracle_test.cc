@@ -1,8 +1,9 @@
 // The training backward pass against an independent oracle: tests/oracle/train_ref.py computes
 // the same loss and every LoRA gradient with PyTorch autograd (written from the spec, not from
 // this code) on the same checkpoint, adapter and batch. Both loss modes (assistant-only mask
-// and all tokens), Gemma 4 (sliding + full K=V layers, partial RoPE, softcap) and Gemma 3, rows
-// longer than the sliding window, f32 and bf16 base weights. Skips when Debian's python3
+// and all tokens), Gemma 4 (sliding + full K=V layers, partial RoPE, softcap; E2B's PLE, KV
+// sharing and double-wide MLP; 26B-A4B's MoE block) and Gemma 3, rows longer than the sliding
+// window, f32 and bf16 base weights. Skips when Debian's python3
 // cannot import torch.
 #include <gtest/gtest.h>
 
@@ -163,6 +164,13 @@ void CheckAgainstOracle(const std::string& preset, DType dtype, bool all_tokens,
 TEST(TrainingOracle, Gemma4AssistantLossF32) { CheckAgainstOracle("tiny", DType::kF32, false, false); }
 TEST(TrainingOracle, Gemma4AllTokensF32) { CheckAgainstOracle("tiny", DType::kF32, true, false); }
 TEST(TrainingOracle, Gemma4AssistantLossBf16Base) { CheckAgainstOracle("tiny", DType::kBF16, false, true); }
+// E2B's features: per-layer embeddings, KV sharing (the last two layers read layers 2 and 3's
+// K/V and send their gradient back), the double-wide MLP of the shared layers.
+TEST(TrainingOracle, Gemma4PleKvSharingF32) { CheckAgainstOracle("tiny-e2b", DType::kF32, false, false); }
+TEST(TrainingOracle, Gemma4PleKvSharingBf16AllTokens) { CheckAgainstOracle("tiny-e2b", DType::kBF16, true, false); }
+// 26B-A4B's MoE block: 8 experts, top 2, gradients through the experts and the routing weights.
+TEST(TrainingOracle, Gemma4MoeF32) { CheckAgainstOracle("tiny-moe", DType::kF32, true, false); }
+TEST(TrainingOracle, Gemma4MoeBf16Base) { CheckAgainstOracle("tiny-moe", DType::kBF16, false, true); }
 TEST(TrainingOracle, Gemma3AllTokensF32) { CheckAgainstOracle("gemma3-270m", DType::kF32, true, false); }
 TEST(TrainingOracle, Gemma3AssistantLossF32RsLora) { CheckAgainstOracle("gemma3-270m", DType::kF32, false, true); }
 

@@ -1,0 +1,244 @@
+// Feed-forward parts of TrainingModel beyond the dense MLP, forward and backward: the MoE block
+// of 26B-A4B and the per-layer embeddings (PLE) of E2B/E4B. The same functions as the inference
+// pass (model/feed_forward.cc); every weight here is frozen, so the backward passes produce only
+// the gradient of the residual stream.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+#include "kernels/train_ops.h"
+#include "model/train/training_buffers.h"
+#include "model/train/training_model.h"
+
+namespace gk {
+
+// ple[t, l, :] = (RMSNorm_P(x_emb[t] · W_plmᵀ · D^-½) + E_ple[token] · sqrt(P)) · 2^-½, from the
+// scaled embeddings (layer_inputs[0]). Nothing in it depends on a trained parameter.
+void TrainingModel::PerLayerInputs() {
+  const ModelConfig& c = config_;
+  const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
+  float* ple = s_->ple.data();
+  WeightMatMul(weights_.ple_model_proj, s_->layer_inputs[0].data(), T_, ple, false, *pool_);
+  const float inv_sqrt_d = 1.f / std::sqrt(float(D)), inv_sqrt2 = 1.f / std::sqrt(2.f);
+  pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
+    std::vector<float> tok(static_cast<size_t>(LP));
+    for (int64_t t = b; t < e; ++t) {
+      float* p = ple + t * LP;
+      Scale(p, LP, inv_sqrt_d);
+      RmsNormRows(p, weights_.ple_proj_norm.data(), c.num_layers, P, c.rms_norm_eps, p);
+      const int32_t id = tokens_[size_t(t)];
+      weights_.ple_embed.RowToF32(id < c.vocab_size_per_layer_input ? id : c.pad_token_id, tok.data());
+      for (int64_t i = 0; i < LP; ++i) p[i] = (p[i] + tok[size_t(i)] * ple_embed_scale_) * inv_sqrt2;
+    }
+  });
+}
+
+// x3 = x2 + RMSNorm(W_proj(gelu_tanh(W_gate x2) · ple[:, l, :]); post_per_layer_input_norm)
+void TrainingModel::PleForward(int l, LayerActs& a, const float* x2, float* x3) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = weights_.layers[size_t(l)];
+  const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
+  WeightMatMul(lw.ple_gate, x2, T_, a.ple_g.data(), false, *pool_);
+  pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* p = s_->ple.data() + t * LP + int64_t(l) * P;
+      for (int64_t i = 0; i < P; ++i) a.ple_a[size_t(t * P + i)] = GeluTanh(a.ple_g[size_t(t * P + i)]) * p[i];
+    }
+  });
+  WeightMatMul(lw.ple_proj, a.ple_a.data(), T_, a.ple_o.data(), false, *pool_);
+  RmsNormRows(a.ple_o.data(), lw.post_ple_norm.data(), T_, D, c.rms_norm_eps, x3);
+  Add(x2, x3, T_ * D);
+}
+
+// dx: the gradient of x3 on entry, of x2 on return.
+void TrainingModel::PleBackward(int l, const LayerActs& a, float* dx) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = weights_.layers[size_t(l)];
+  const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
+  Scratch& s = *s_;
+  pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      RmsNormBackward(a.ple_o.data() + t * D, lw.post_ple_norm.data(), D, c.rms_norm_eps, dx + t * D,
+                      s.dd.data() + t * D, false);
+    }
+  });
+  WeightMatMulT(lw.ple_proj, s.dd.data(), T_, s.dple.data(), false, *pool_);
+  pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* p = s.ple.data() + t * LP + int64_t(l) * P;
+      for (int64_t i = 0; i < P; ++i) {
+        const size_t j = size_t(t * P + i);
+        s.dple[j] *= p[i] * GeluTanhDerivative(a.ple_g[j]);
+      }
+    }
+  });
+  WeightMatMulT(lw.ple_gate, s.dple.data(), T_, dx, true, *pool_);
+}
+
+// mm = RMSNorm(m; post_ffw_norm_1) + RMSNorm(y; post_ffw_norm_2), y = Σ_j w_j · expert_j(xe),
+// xe = RMSNorm(x1; pre_ffw_norm_2), router probabilities softmax(proj(RMSNorm_noscale(x1) ·
+// router.scale · D^-½)), the top k renormalised and times per_expert_scale (as inference's
+// MoeBlock, ties to the lower index). Experts run on the tokens routed to them, grouped.
+void TrainingModel::MoeForward(int l, LayerActs& a) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = weights_.layers[size_t(l)];
+  const int64_t T = T_, D = c.hidden_size, E = c.num_experts, Fe = c.moe_intermediate_size, k = c.top_k_experts;
+  const float eps = c.rms_norm_eps, inv_sqrt_d = 1.f / std::sqrt(float(D));
+  Scratch& s = *s_;
+  RmsNormRows(a.x1.data(), lw.pre_ffw_norm_2.data(), T, D, eps, a.xe.data());
+  float* r = s.router_in.data();
+  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      RmsNorm(a.x1.data() + t * D, nullptr, D, eps, r + t * D);
+      for (int64_t i = 0; i < D; ++i) r[t * D + i] *= lw.router_scale[size_t(i)] * inv_sqrt_d;
+    }
+  });
+  WeightMatMul(lw.router, r, T, a.probs.data(), false, *pool_);
+  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    std::vector<int32_t> idx(static_cast<size_t>(E));
+    for (int64_t t = b; t < e; ++t) {
+      float* p = a.probs.data() + t * E;
+      SoftmaxInPlace(p, E);
+      std::iota(idx.begin(), idx.end(), 0);
+      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                        [&](int32_t x, int32_t z) { return p[x] > p[z] || (p[x] == p[z] && x < z); });
+      float total = 0.f;
+      for (int64_t j = 0; j < k; ++j) total += p[idx[size_t(j)]];
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t ex = idx[size_t(j)];
+        a.top[size_t(t * k + j)] = ex;
+        a.top_w[size_t(t * k + j)] = p[ex] / total * lw.per_expert_scale[size_t(ex)];
+      }
+    }
+  });
+  // Slots sorted by expert (stable: by token within an expert).
+  std::fill(a.expert_begin.begin(), a.expert_begin.end(), 0);
+  for (int64_t i = 0; i < T * k; ++i) ++a.expert_begin[size_t(a.top[size_t(i)]) + 1];
+  std::partial_sum(a.expert_begin.begin(), a.expert_begin.end(), a.expert_begin.begin());
+  {
+    std::vector<int64_t> next(a.expert_begin.begin(), a.expert_begin.end() - 1);
+    for (int64_t i = 0; i < T * k; ++i) a.order[size_t(next[size_t(a.top[size_t(i)])]++)] = int32_t(i);
+  }
+  const int64_t n = T * k;
+  pool_->ParallelFor(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t t = a.order[size_t(i)] / k;
+      std::memcpy(s.xg.data() + i * D, a.xe.data() + t * D, sizeof(float) * size_t(D));
+    }
+  });
+  for (int64_t ex = 0; ex < E; ++ex) {
+    const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
+    if (ne == 0) continue;
+    WeightMatMul(lw.expert_gate_up[size_t(ex)], s.xg.data() + i0 * D, ne, a.eg.data() + i0 * 2 * Fe, false, *pool_);
+  }
+  pool_->ParallelFor(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const float* g = a.eg.data() + i * 2 * Fe;
+      GeluTanhMul(g, g + Fe, Fe, a.ea.data() + i * Fe);
+    }
+  });
+  for (int64_t ex = 0; ex < E; ++ex) {
+    const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
+    if (ne == 0) continue;
+    WeightMatMul(lw.expert_down[size_t(ex)], a.ea.data() + i0 * Fe, ne, a.eo.data() + i0 * D, false, *pool_);
+  }
+  std::fill(a.y.begin(), a.y.begin() + T * D, 0.f);
+  for (int64_t i = 0; i < n; ++i) {  // in slot order per token: the same sum for any grouping
+    const int64_t slot = a.order[size_t(i)];
+    Axpy(a.top_w[size_t(slot)], a.eo.data() + i * D, a.y.data() + (slot / k) * D, D);
+  }
+  float* dense = s.dm.data();  // scratch here; the backward pass overwrites it
+  RmsNormRows(a.m.data(), lw.post_ffw_norm_1.data(), T, D, eps, dense);
+  RmsNormRows(a.y.data(), lw.post_ffw_norm_2.data(), T, D, eps, a.mm.data());
+  Add(dense, a.mm.data(), T * D);
+}
+
+// dmm: the gradient of mm. Writes dm (the gradient of the dense MLP's output m) and adds the
+// experts' and the router's gradients of x1 to dx1.
+void TrainingModel::MoeBackward(int l, const LayerActs& a, const float* dmm, float* dm, float* dx1) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = weights_.layers[size_t(l)];
+  const int64_t T = T_, D = c.hidden_size, E = c.num_experts, Fe = c.moe_intermediate_size, k = c.top_k_experts;
+  const float eps = c.rms_norm_eps, inv_sqrt_d = 1.f / std::sqrt(float(D));
+  Scratch& s = *s_;
+  const int64_t n = T * k;
+  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      RmsNormBackward(a.m.data() + t * D, lw.post_ffw_norm_1.data(), D, eps, dmm + t * D, dm + t * D, false);
+      RmsNormBackward(a.y.data() + t * D, lw.post_ffw_norm_2.data(), D, eps, dmm + t * D, s.dy.data() + t * D, false);
+    }
+  });
+  // y = Σ_j w_j · eo_j: deo_j = w_j · dy, dw_j = dy · eo_j (into s.dz's first T·k entries first).
+  std::vector<float> dw(static_cast<size_t>(n));
+  pool_->ParallelFor(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t slot = a.order[size_t(i)];
+      const float* dy = s.dy.data() + (slot / k) * D;
+      const float* eo = a.eo.data() + i * D;
+      float* deo = s.deo.data() + i * D;
+      const float w = a.top_w[size_t(slot)];
+      double dot = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        dot += double(dy[d]) * eo[d];
+        deo[d] = w * dy[d];
+      }
+      dw[size_t(slot)] = float(dot);
+    }
+  });
+  // Through each expert: eo = down · act, act = gelu(gate) · up, gate|up = gate_up · xe.
+  for (int64_t ex = 0; ex < E; ++ex) {
+    const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
+    if (ne == 0) continue;
+    WeightMatMulT(lw.expert_down[size_t(ex)], s.deo.data() + i0 * D, ne, s.dact.data() + i0 * Fe, false, *pool_);
+  }
+  pool_->ParallelFor(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const float* g = a.eg.data() + i * 2 * Fe;
+      float* dg = s.dgu.data() + i * 2 * Fe;
+      GeluTanhMulBackward(g, g + Fe, s.dact.data() + i * Fe, Fe, dg, dg + Fe);
+    }
+  });
+  for (int64_t ex = 0; ex < E; ++ex) {
+    const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
+    if (ne == 0) continue;
+    WeightMatMulT(lw.expert_gate_up[size_t(ex)], s.dgu.data() + i0 * 2 * Fe, ne, s.dxg.data() + i0 * D, false,
+                  *pool_);
+  }
+  std::fill(s.dxe.begin(), s.dxe.begin() + T * D, 0.f);
+  for (int64_t i = 0; i < n; ++i) Add(s.dxg.data() + i * D, s.dxe.data() + (a.order[size_t(i)] / k) * D, D);
+  // The routing weights w_j = p_j / S · scale_j, S = Σ_top p: dp_j = (dw_j·scale_j − Σ_i dw_i·w_i) / S
+  // on the chosen experts, 0 elsewhere; then the softmax: dz = p ∘ (dp − p·dp).
+  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* p = a.probs.data() + t * E;
+      float* dz = s.dz.data() + t * E;
+      std::fill(dz, dz + E, 0.f);
+      double total = 0, dot = 0;
+      for (int64_t j = 0; j < k; ++j) total += p[a.top[size_t(t * k + j)]];
+      for (int64_t j = 0; j < k; ++j) dot += double(dw[size_t(t * k + j)]) * a.top_w[size_t(t * k + j)];
+      double pdp = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t ex = a.top[size_t(t * k + j)];
+        const double dp = (double(dw[size_t(t * k + j)]) * lw.per_expert_scale[size_t(ex)] - dot) / total;
+        dz[ex] = float(dp);
+        pdp += double(p[ex]) * dp;
+      }
+      for (int64_t ex = 0; ex < E; ++ex) dz[ex] = float(double(p[ex]) * (double(dz[ex]) - pdp));
+    }
+  });
+  WeightMatMulT(lw.router, s.dz.data(), T, s.drouter_in.data(), false, *pool_);
+  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      float* dr = s.drouter_in.data() + t * D;
+      for (int64_t i = 0; i < D; ++i) dr[i] *= lw.router_scale[size_t(i)] * inv_sqrt_d;
+      RmsNormBackward(a.x1.data() + t * D, nullptr, D, eps, dr, dx1 + t * D, true);
+      RmsNormBackward(a.x1.data() + t * D, lw.pre_ffw_norm_2.data(), D, eps, s.dxe.data() + t * D, dx1 + t * D,
+                      true);
+    }
+  });
+}
+
+}  // namespace gk
