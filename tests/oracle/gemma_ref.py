@@ -452,7 +452,12 @@ class GemmaRef:
         """x @ W.T for the weight matrix ``name``: the single hook for every projection."""
         return x @ self.W(name).T
 
-    def _check_shapes(self):
+    def lookup(self, name, tok):
+        """Rows ``tok`` of the embedding table ``name``: the hook for both embeddings."""
+        return self.W(name)[tok]
+
+    def expected_shapes(self):
+        """{stripped name: shape} of every text tensor the forward pass reads (spec 2.2)."""
         c = self.cfg
         exp = {"embed_tokens.weight": (c.vocab, c.D), "norm.weight": (c.D,)}
         for l in range(c.L):
@@ -493,7 +498,11 @@ class GemmaRef:
             exp["embed_tokens_per_layer.weight"] = (c.vocab_ple, c.L * c.P)
             exp["per_layer_model_projection.weight"] = (c.L * c.P, c.D)
             exp["per_layer_projection_norm.weight"] = (c.P,)
-        for k, s in exp.items():
+        return exp
+
+    def _check_shapes(self):
+        c = self.cfg
+        for k, s in self.expected_shapes().items():
             if k not in self.w:
                 raise KeyError(f"checkpoint lacks {k}")
             if tuple(self.w[k].shape) != s:
@@ -640,7 +649,7 @@ class GemmaRef:
         tok = torch.tensor(tokens)
         tok_part = torch.zeros(T, c.L * c.P, dtype=self.dtype)
         ok = (tok >= 0) & (tok < c.vocab_ple)
-        tok_part[ok] = self.W("embed_tokens_per_layer.weight")[tok[ok]] * self.ple_scale
+        tok_part[ok] = self.lookup("embed_tokens_per_layer.weight", tok[ok]) * self.ple_scale
         tok_part = tok_part.view(T, c.L, c.P)
         ctx = self.linear("per_layer_model_projection.weight", x) * (c.D ** -0.5)
         ctx = self.norm(ctx.view(T, c.L, c.P), self.W("per_layer_projection_norm.weight"))
@@ -655,7 +664,7 @@ class GemmaRef:
         tok = torch.tensor(tokens, dtype=torch.long)
         if tok.min() < 0 or tok.max() >= c.vocab:
             raise ValueError("token id out of range")
-        x = self.W("embed_tokens.weight")[tok]
+        x = self.lookup("embed_tokens.weight", tok)
         if "embed_no_scale" not in self.knobs:
             x = x * self.embed_scale
         return x

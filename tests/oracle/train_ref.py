@@ -34,6 +34,16 @@ Subcommands
       optax.warmup_cosine_decay_schedule(0, PEAK, W, S, E)(s).  Writes DIR/losses.json
       {"steps": [{"step": s+1, "loss", "grad_norm" (before clipping), "lr", "target_tokens"}]}
       and the final adapter DIR/adapter_model.safetensors (F32) + DIR/adapter_config.json.
+  train_ref.py full-grads --model CKPT --batch BATCH.safetensors --out OUT.safetensors
+                          [--bf16-compute] [--f64]
+  train_ref.py full-train --model CKPT --batch BATCH.safetensors (train's optimizer flags)
+                          --out-dir DIR [--bf16-compute] [--f64]
+      Full fine-tuning (FullGemma): every tensor the forward pass reads is trainable except
+      layer_scalar (a buffer in transformers); the pad row of both embeddings gets no lookup
+      gradient (padding_idx).  full-grads writes the gradient of every trainable tensor under its
+      checkpoint key; full-train replays the same schedule as train and writes DIR/losses.json
+      and DIR/masters.safetensors (the float32 masters).  --bf16-compute: the forward pass reads
+      the masters rounded to bf16 (mixed precision over a bf16 checkpoint).
   train_ref.py --self-test
       finite differences (float64) on tiny random checkpoints, B = 0 and merge identities,
       schedule values, grads/train CLI round trips and an independent AdamW replay.
@@ -269,6 +279,44 @@ class LoraGemma(GemmaRef):
             return {n: self.W(n) + s * (B @ A) for n, (A, B, s) in self.lora.items()}
 
 
+class FullGemma(GemmaRef):
+    """GemmaRef with every tensor the forward pass reads trainable (full fine-tuning), as
+    transformers' Gemma 4 / Gemma 3 modules hold them: every nn.Linear, embedding, RMSNorm weight,
+    router scale and expert stack is a Parameter; layer_scalar is a buffer (frozen).  Both
+    embeddings have padding_idx = pad_token_id, so the pad row gets no gradient from a lookup
+    (the tied head still gives the token embedding one).
+
+    Masters are float32 (or float64) copies in checkpoint space.  With ``bf16_compute`` the forward
+    pass reads each master rounded to bfloat16 (straight-through: the gradient of the rounded
+    weight is applied to the master), which is mixed-precision training of a bf16 checkpoint.
+    """
+
+    def __init__(self, ckpt_dir, dtype=torch.float32, bf16_compute=False):
+        super().__init__(ckpt_dir, dtype)
+        self.bf16_compute = bf16_compute
+        self.params = {}  # checkpoint key -> master (requires_grad)
+        self.master = {}  # stripped name -> master
+        for name in self.expected_shapes():
+            if name.endswith("layer_scalar"):
+                continue
+            m = self.w[name].clone().requires_grad_(True)
+            self.master[name] = m
+            self.params[self.hf_key[name]] = m
+
+    def W(self, name):
+        m = self.master.get(name)
+        if m is None:
+            return super().W(name)
+        if self.bf16_compute:
+            return m + (m.detach().to(torch.bfloat16).to(m.dtype) - m.detach())
+        return m
+
+    def lookup(self, name, tok):
+        rows = self.W(name)[tok]
+        pad = (tok == self.cfg.raw.get("pad_token_id", 0))[:, None]
+        return torch.where(pad, rows.detach(), rows)
+
+
 def load_model(ckpt, adapter_dir, dtype):
     m = LoraGemma(ckpt, dtype)
     cfg, tensors = read_adapter(adapter_dir)
@@ -490,6 +538,55 @@ def cmd_train(a):
     return 0
 
 
+def cmd_full_grads(a):
+    dtype = torch.float64 if a.f64 else torch.float32
+    model = FullGemma(a.model, dtype, a.bf16_compute)
+    batch = Batch.read(a.batch)
+    loss, n, grads = compute_grads(model, batch)
+    out = {"loss": (np.array([loss], dtype=np.float32), "F32"),
+           "num_target_tokens": (np.array([n], dtype=np.int64), "I64")}
+    for k, g in grads.items():
+        out[k] = (g.detach().double().numpy().astype(np.float32), "F32")
+    write_safetensors(a.out, out, {"oracle": "train_ref.py full-grads"})
+    print(json.dumps({"loss": loss, "num_target_tokens": n, "tensors": len(grads)}))
+    return 0
+
+
+def cmd_full_train(a):
+    dtype = torch.float64 if a.f64 else torch.float32
+    model = FullGemma(a.model, dtype, a.bf16_compute)
+    batch = Batch.read(a.batch)
+    recs = train(model, batch, a.micro_batch, a.grad_accum, a.steps, a.lr, a.warmup, a.end_lr,
+                 a.weight_decay, a.beta1, a.beta2, a.eps, a.max_grad_norm,
+                 log=lambda msg: print(msg, file=sys.stderr))
+    os.makedirs(a.out_dir, exist_ok=True)
+    with open(os.path.join(a.out_dir, "losses.json"), "w") as f:
+        json.dump({"steps": recs, "args": {k: v for k, v in vars(a).items() if k != "func"}}, f, indent=2)
+    write_safetensors(os.path.join(a.out_dir, "masters.safetensors"),
+                      {k: (p.detach().double().numpy().astype(np.float32), "F32") for k, p in model.params.items()},
+                      {"oracle": "train_ref.py full-train"})
+    print(json.dumps({"final_loss": recs[-1]["loss"], "steps": len(recs)}))
+    return 0
+
+
+def add_train_args(t):
+    t.add_argument("--model", required=True)
+    t.add_argument("--batch", required=True)
+    t.add_argument("--micro-batch", type=int, required=True)
+    t.add_argument("--grad-accum", type=int, required=True)
+    t.add_argument("--steps", type=int, required=True)
+    t.add_argument("--lr", type=float, required=True, help="peak learning rate")
+    t.add_argument("--warmup", type=int, required=True)
+    t.add_argument("--end-lr", type=float, required=True)
+    t.add_argument("--weight-decay", type=float, required=True)
+    t.add_argument("--beta1", type=float, default=0.9)
+    t.add_argument("--beta2", type=float, default=0.999)
+    t.add_argument("--eps", type=float, default=1e-8)
+    t.add_argument("--max-grad-norm", type=float, default=None)
+    t.add_argument("--out-dir", required=True)
+    t.add_argument("--f64", action="store_true")
+
+
 def build_parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--self-test", action="store_true", help="run the oracle's self-checks")
@@ -519,6 +616,17 @@ def build_parser():
     t.add_argument("--out-dir", required=True)
     t.add_argument("--f64", action="store_true")
     t.set_defaults(func=cmd_train)
+    fg = sub.add_parser("full-grads", help="loss and the gradient of every weight (full fine-tuning) of one batch")
+    fg.add_argument("--model", required=True)
+    fg.add_argument("--batch", required=True)
+    fg.add_argument("--out", required=True)
+    fg.add_argument("--f64", action="store_true")
+    fg.add_argument("--bf16-compute", action="store_true", help="forward with the masters rounded to bf16")
+    fg.set_defaults(func=cmd_full_grads)
+    ft = sub.add_parser("full-train", help="replay an AdamW full fine-tuning run")
+    add_train_args(ft)
+    ft.add_argument("--bf16-compute", action="store_true", help="forward with the masters rounded to bf16")
+    ft.set_defaults(func=cmd_full_train)
     return ap
 
 
@@ -528,7 +636,7 @@ def main(argv=None):
     if a.self_test:
         return self_test()
     if not a.cmd:
-        ap.error("give a subcommand (grads, train) or --self-test")
+        ap.error("give a subcommand (grads, train, full-grads, full-train) or --self-test")
     try:
         return a.func(a)
     except (OracleError, KeyError, ValueError, FileNotFoundError) as e:

@@ -121,6 +121,9 @@ struct TrainingModel::Scratch {
   // PLE: (T, L·P) per-layer inputs, computed once per micro-batch from the embeddings.
   std::vector<float> ple;
   std::vector<float> dple;     // (T, P)
+  // Full fine-tuning of PLE models: the per-layer inputs' gradient, the projection before its
+  // norm, and that norm's input gradient, each (T, L·P).
+  std::vector<float> dple_all, ple_u, ple_du;
   // MoE temporaries.
   std::vector<float> router_in, drouter_in;  // (T, D)
   std::vector<float> dz;                     // (T, E)
@@ -132,7 +135,7 @@ struct TrainingModel::Scratch {
   std::vector<int32_t> loss_targets;
   std::vector<float> h, dh, e_chunk, z;
 
-  void Resize(const ModelConfig& c, int rank, int64_t T) {
+  void Resize(const ModelConfig& c, int rank, int64_t T, bool full) {
     int64_t H = c.MaxHeadDim(), K = c.MaxKvHeads(), F = 0;
     for (int i = 0; i < c.num_layers; ++i) F = std::max<int64_t>(F, c.MlpWidth(i));
     const size_t D = size_t(c.hidden_size), n = size_t(T);
@@ -166,6 +169,7 @@ struct TrainingModel::Scratch {
     const size_t P = size_t(c.hidden_size_per_layer_input);
     ple.resize(n * size_t(c.num_layers) * P);
     dple.resize(n * P);
+    for (auto* v : {&dple_all, &ple_u, &ple_du}) v->resize(full ? n * size_t(c.num_layers) * P : 0);
     const size_t moe = c.enable_moe_block ? n : 0, k = size_t(c.top_k_experts), Fe = size_t(c.moe_intermediate_size);
     router_in.resize(moe * D);
     drouter_in.resize(moe * D);

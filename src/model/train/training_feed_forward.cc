@@ -23,11 +23,13 @@ void TrainingModel::PerLayerInputs() {
   float* ple = s_->ple.data();
   WeightMatMul(weights_.ple_model_proj, s_->layer_inputs[0].data(), T_, ple, false, *pool_);
   const float inv_sqrt_d = 1.f / std::sqrt(float(D)), inv_sqrt2 = 1.f / std::sqrt(2.f);
+  const bool keep_u = !s_->ple_u.empty();  // full fine-tuning: the norm's input, for its backward
   pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
     std::vector<float> tok(static_cast<size_t>(LP));
     for (int64_t t = b; t < e; ++t) {
       float* p = ple + t * LP;
       Scale(p, LP, inv_sqrt_d);
+      if (keep_u) std::copy(p, p + LP, s_->ple_u.data() + t * LP);
       RmsNormRows(p, weights_.ple_proj_norm.data(), c.num_layers, P, c.rms_norm_eps, p);
       const int32_t id = tokens_[size_t(t)];
       weights_.ple_embed.RowToF32(id < c.vocab_size_per_layer_input ? id : c.pad_token_id, tok.data());
@@ -65,16 +67,21 @@ void TrainingModel::PleBackward(int l, const LayerActs& a, float* dx) {
                       s.dd.data() + t * D, false);
     }
   });
+  AddNormGrad(lw.post_ple_norm, a.ple_o.data(), dx, T_, D);
+  AddMatrixGrad(lw.ple_proj, s.dd.data(), a.ple_a.data(), T_);
   WeightMatMulT(lw.ple_proj, s.dd.data(), T_, s.dple.data(), false, *pool_);
+  const bool full_ple = !s.dple_all.empty();  // full fine-tuning: the per-layer input's gradient too
   pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
       const float* p = s.ple.data() + t * LP + int64_t(l) * P;
       for (int64_t i = 0; i < P; ++i) {
         const size_t j = size_t(t * P + i);
+        if (full_ple) s.dple_all[size_t(t * LP + int64_t(l) * P + i)] += s.dple[j] * GeluTanh(a.ple_g[j]);
         s.dple[j] *= p[i] * GeluTanhDerivative(a.ple_g[j]);
       }
     }
   });
+  AddMatrixGrad(lw.ple_gate, s.dple.data(), a.x2.data(), T_);
   WeightMatMulT(lw.ple_gate, s.dple.data(), T_, dx, true, *pool_);
 }
 
@@ -86,17 +93,11 @@ void TrainingModel::MoeForward(int l, LayerActs& a) {
   const ModelConfig& c = config_;
   const LayerWeights& lw = weights_.layers[size_t(l)];
   const int64_t T = T_, D = c.hidden_size, E = c.num_experts, Fe = c.moe_intermediate_size, k = c.top_k_experts;
-  const float eps = c.rms_norm_eps, inv_sqrt_d = 1.f / std::sqrt(float(D));
+  const float eps = c.rms_norm_eps;
   Scratch& s = *s_;
   RmsNormRows(a.x1.data(), lw.pre_ffw_norm_2.data(), T, D, eps, a.xe.data());
-  float* r = s.router_in.data();
-  pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) {
-      RmsNorm(a.x1.data() + t * D, nullptr, D, eps, r + t * D);
-      for (int64_t i = 0; i < D; ++i) r[t * D + i] *= lw.router_scale[size_t(i)] * inv_sqrt_d;
-    }
-  });
-  WeightMatMul(lw.router, r, T, a.probs.data(), false, *pool_);
+  MoeRouterInput(l, a);
+  WeightMatMul(lw.router, s.router_in.data(), T, a.probs.data(), false, *pool_);
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     std::vector<int32_t> idx(static_cast<size_t>(E));
     for (int64_t t = b; t < e; ++t) {
@@ -123,12 +124,7 @@ void TrainingModel::MoeForward(int l, LayerActs& a) {
     for (int64_t i = 0; i < T * k; ++i) a.order[size_t(next[size_t(a.top[size_t(i)])]++)] = int32_t(i);
   }
   const int64_t n = T * k;
-  pool_->ParallelFor(n, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t t = a.order[size_t(i)] / k;
-      std::memcpy(s.xg.data() + i * D, a.xe.data() + t * D, sizeof(float) * size_t(D));
-    }
-  });
+  MoeGatherExpertInputs(a);
   for (int64_t ex = 0; ex < E; ++ex) {
     const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
     if (ne == 0) continue;
@@ -156,6 +152,32 @@ void TrainingModel::MoeForward(int l, LayerActs& a) {
   Add(dense, a.mm.data(), T * D);
 }
 
+// The router's input RmsNorm_noscale(x1) · router.scale · D^-½ into s_->router_in.
+void TrainingModel::MoeRouterInput(int l, const LayerActs& a) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = weights_.layers[size_t(l)];
+  const int64_t D = c.hidden_size;
+  const float inv_sqrt_d = 1.f / std::sqrt(float(D));
+  float* r = s_->router_in.data();
+  pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      RmsNorm(a.x1.data() + t * D, nullptr, D, c.rms_norm_eps, r + t * D);
+      for (int64_t i = 0; i < D; ++i) r[t * D + i] *= lw.router_scale[size_t(i)] * inv_sqrt_d;
+    }
+  });
+}
+
+// The experts' input rows in slot order (a.order) into s_->xg.
+void TrainingModel::MoeGatherExpertInputs(const LayerActs& a) {
+  const int64_t D = config_.hidden_size, k = config_.top_k_experts;
+  pool_->ParallelFor(T_ * k, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t t = a.order[size_t(i)] / k;
+      std::memcpy(s_->xg.data() + i * D, a.xe.data() + t * D, sizeof(float) * size_t(D));
+    }
+  });
+}
+
 // dmm: the gradient of mm. Writes dm (the gradient of the dense MLP's output m) and adds the
 // experts' and the router's gradients of x1 to dx1.
 void TrainingModel::MoeBackward(int l, const LayerActs& a, const float* dmm, float* dm, float* dx1) {
@@ -165,12 +187,18 @@ void TrainingModel::MoeBackward(int l, const LayerActs& a, const float* dmm, flo
   const float eps = c.rms_norm_eps, inv_sqrt_d = 1.f / std::sqrt(float(D));
   Scratch& s = *s_;
   const int64_t n = T * k;
+  if (full_) {  // the weight gradients read these inputs; later layers' forward passes reused the scratch
+    MoeRouterInput(l, a);
+    MoeGatherExpertInputs(a);
+  }
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
       RmsNormBackward(a.m.data() + t * D, lw.post_ffw_norm_1.data(), D, eps, dmm + t * D, dm + t * D, false);
       RmsNormBackward(a.y.data() + t * D, lw.post_ffw_norm_2.data(), D, eps, dmm + t * D, s.dy.data() + t * D, false);
     }
   });
+  AddNormGrad(lw.post_ffw_norm_1, a.m.data(), dmm, T, D);
+  AddNormGrad(lw.post_ffw_norm_2, a.y.data(), dmm, T, D);
   // y = Σ_j w_j · eo_j: deo_j = w_j · dy, dw_j = dy · eo_j (into s.dz's first T·k entries first).
   std::vector<float> dw(static_cast<size_t>(n));
   pool_->ParallelFor(n, [&](int64_t b, int64_t e, int) {
@@ -192,6 +220,7 @@ void TrainingModel::MoeBackward(int l, const LayerActs& a, const float* dmm, flo
   for (int64_t ex = 0; ex < E; ++ex) {
     const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
     if (ne == 0) continue;
+    AddMatrixGrad(lw.expert_down[size_t(ex)], s.deo.data() + i0 * D, a.ea.data() + i0 * Fe, ne);
     WeightMatMulT(lw.expert_down[size_t(ex)], s.deo.data() + i0 * D, ne, s.dact.data() + i0 * Fe, false, *pool_);
   }
   pool_->ParallelFor(n, [&](int64_t b, int64_t e, int) {
@@ -204,6 +233,7 @@ void TrainingModel::MoeBackward(int l, const LayerActs& a, const float* dmm, flo
   for (int64_t ex = 0; ex < E; ++ex) {
     const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
     if (ne == 0) continue;
+    AddMatrixGrad(lw.expert_gate_up[size_t(ex)], s.dgu.data() + i0 * 2 * Fe, s.xg.data() + i0 * D, ne);
     WeightMatMulT(lw.expert_gate_up[size_t(ex)], s.dgu.data() + i0 * 2 * Fe, ne, s.dxg.data() + i0 * D, false,
                   *pool_);
   }
@@ -229,11 +259,27 @@ void TrainingModel::MoeBackward(int l, const LayerActs& a, const float* dmm, flo
       for (int64_t ex = 0; ex < E; ++ex) dz[ex] = float(double(p[ex]) * (double(dz[ex]) - pdp));
     }
   });
+  if (float* g = WeightGrad(&lw.per_expert_scale)) {  // w_j = p_j / S · scale_e: dscale_e += dw_j · p_j / S
+    for (int64_t t = 0; t < T; ++t) {
+      const float* p = a.probs.data() + t * E;
+      double total = 0;
+      for (int64_t j = 0; j < k; ++j) total += p[a.top[size_t(t * k + j)]];
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t ex = a.top[size_t(t * k + j)];
+        g[ex] += float(double(dw[size_t(t * k + j)]) * p[ex] / total);
+      }
+    }
+  }
+  AddMatrixGrad(lw.router, s.dz.data(), s.router_in.data(), T);
   WeightMatMulT(lw.router, s.dz.data(), T, s.drouter_in.data(), false, *pool_);
+  // r = RmsNorm_noscale(x1) · scale · D^-½: scale's gradient is a norm weight's over dr · D^-½.
+  Scale(s.drouter_in.data(), T * D, inv_sqrt_d);
+  AddNormGrad(lw.router_scale, a.x1.data(), s.drouter_in.data(), T, D);
+  AddNormGrad(lw.pre_ffw_norm_2, a.x1.data(), s.dxe.data(), T, D);
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
       float* dr = s.drouter_in.data() + t * D;
-      for (int64_t i = 0; i < D; ++i) dr[i] *= lw.router_scale[size_t(i)] * inv_sqrt_d;
+      for (int64_t i = 0; i < D; ++i) dr[i] *= lw.router_scale[size_t(i)];
       RmsNormBackward(a.x1.data() + t * D, nullptr, D, eps, dr, dx1 + t * D, true);
       RmsNormBackward(a.x1.data() + t * D, lw.pre_ffw_norm_2.data(), D, eps, s.dxe.data() + t * D, dx1 + t * D,
                       true);

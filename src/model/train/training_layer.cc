@@ -37,6 +37,7 @@ void TrainingModel::Linear(int l, LoraTarget t, const MatrixView& w, const float
 
 void TrainingModel::LinearBackward(int l, LoraTarget t, const MatrixView& w, const float* x, const float* u,
                                    const float* dy, float* dx, bool accumulate) {
+  AddMatrixGrad(w, dy, x, T_);  // full fine-tuning only
   WeightMatMulT(w, dy, T_, dx, accumulate, *pool_);
   LoraModule* m = adapter_ ? adapter_->Find(l, t) : nullptr;
   if (!m) return;
@@ -153,6 +154,7 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   rows([&](int64_t t) {
     RmsNormBackward(ffn_out + t * D, lw.post_ffw_norm.data(), D, eps, dx + t * D, s.dd.data() + t * D, false);
   });
+  AddNormGrad(lw.post_ffw_norm, ffn_out, dx, T, D);
   const float* dm = s.dd.data();
   if (c.enable_moe_block) {  // s.dd is the gradient of mm; the experts add theirs to dx (x1)
     MoeBackward(l, a, s.dd.data(), s.dm.data(), dx);
@@ -173,10 +175,12 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   rows([&](int64_t t) {
     RmsNormBackward(a.x1.data() + t * D, lw.pre_ffw_norm.data(), D, eps, s.dxn.data() + t * D, dx + t * D, true);
   });
+  AddNormGrad(lw.pre_ffw_norm, a.x1.data(), s.dxn.data(), T, D);
   // x1 = x_in + RmsNorm(o)
   rows([&](int64_t t) {
     RmsNormBackward(a.o.data() + t * D, lw.post_attn_norm.data(), D, eps, dx + t * D, s.dd.data() + t * D, false);
   });
+  AddNormGrad(lw.post_attn_norm, a.o.data(), dx, T, D);
   LinearBackward(l, LoraTarget::kO, lw.o, a.att.data(), a.u[int(LoraTarget::kO)].data(), s.dd.data(),
                  s.datt.data(), false);
   AttentionBackward(l, a, own_kv ? a.k.data() : s.shared_k[size_t(src)].data(),
@@ -190,16 +194,21 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
     Add(s.shared_dk[size_t(l)].data(), s.dk.data(), int64_t(kv));
     Add(s.shared_dv[size_t(l)].data(), s.dv.data(), int64_t(kv));
   }
-  // Undo RoPE (the inverse rotation) and the q/k/v norms.
+  // Undo RoPE (the inverse rotation) and the q/k/v norms (full fine-tuning: the q/k norms'
+  // weight gradients in between, from the gradients of the norms' outputs).
   const bool v_norm = c.arch == Arch::kGemma4;
   rows([&](int64_t t) {
     ApplyRopeHeads(s.dq.data() + t * N * H, N, H, inv_freq, -pos_[size_t(t)]);
+    if (own_kv) ApplyRopeHeads(s.dk.data() + t * K * H, K, H, inv_freq, -pos_[size_t(t)]);
+  });
+  AddNormGrad(lw.q_norm, a.q_raw.data(), s.dq.data(), T * N, H);
+  if (own_kv) AddNormGrad(lw.k_norm, a.k_raw.data(), s.dk.data(), T * K, H);
+  rows([&](int64_t t) {
     for (int64_t n = 0; n < N; ++n) {
       float* g = s.dq.data() + (t * N + n) * H;
       RmsNormBackward(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, g, g, false);
     }
     if (!own_kv) return;
-    ApplyRopeHeads(s.dk.data() + t * K * H, K, H, inv_freq, -pos_[size_t(t)]);
     for (int64_t h = 0; h < K; ++h) {
       const int64_t o = (t * K + h) * H;
       float* gk = s.dk.data() + o;
@@ -222,6 +231,7 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   rows([&](int64_t t) {
     RmsNormBackward(x_in + t * D, lw.input_norm.data(), D, eps, s.dxn.data() + t * D, dx + t * D, true);
   });
+  AddNormGrad(lw.input_norm, x_in, s.dxn.data(), T, D);
 }
 
 }  // namespace gk

@@ -24,13 +24,21 @@ Result<std::unique_ptr<TrainingModel>> TrainingModel::Create(const ModelConfig& 
   if (packed) return Status::Error("training: load the base weights unpacked (ModelLoadOptions::pack = false)");
   if (quantized) return Status::Error("training: quantized base weights are not supported (train on bf16 or f32)");
   if (options.max_tokens < 2) return Status::Error("training: max_tokens must be at least 2");
+  const bool full = !options.full_finetune_from.empty();
+  if (full && adapter) return Status::Error("training: full fine-tuning trains the weights themselves, not an adapter");
   if (adapter) {
     for (LoraModule& m : adapter->modules()) {
       m.grad_a.assign(m.a.size(), 0.f);
       m.grad_b.assign(m.b.size(), 0.f);
     }
   }
-  return std::unique_ptr<TrainingModel>(new TrainingModel(c, std::move(weights), adapter, pool, options));
+  std::unique_ptr<TrainingModel> tm(new TrainingModel(c, std::move(weights), adapter, pool, options));
+  if (full) {
+    // Created from the model's own weights: the gradients are found by their addresses.
+    GK_ASSIGN_OR_RETURN(FullParams fp, FullParams::Create(options.full_finetune_from, tm->config_, &tm->weights_));
+    tm->full_ = std::make_unique<FullParams>(std::move(fp));
+  }
+  return tm;
 }
 
 TrainingModel::TrainingModel(const ModelConfig& c, ModelWeights weights, LoraAdapter* adapter, ThreadPool* pool,
@@ -83,7 +91,7 @@ Status TrainingModel::Prepare(std::span<const TrainRowView> rows, bool backward)
   }
   row_start_.push_back(T);
   T_ = T;
-  s_->Resize(config_, adapter_ ? adapter_->rank() : 0, T);
+  s_->Resize(config_, adapter_ ? adapter_->rank() : 0, T, full_ != nullptr);
   s_->layer_inputs.resize(size_t(config_.num_layers) + 1);
   for (auto& x : s_->layer_inputs) x.resize(size_t(T * config_.hidden_size));
   const bool per_layer = backward && !options_.remat;
@@ -102,6 +110,7 @@ void TrainingModel::Embed() {
     }
   });
   if (config_.hidden_size_per_layer_input > 0) PerLayerInputs();
+  std::fill(s_->dple_all.begin(), s_->dple_all.end(), 0.f);
   for (auto& g : s_->shared_dk) std::fill(g.begin(), g.end(), 0.f);
   for (auto& g : s_->shared_dv) std::fill(g.begin(), g.end(), 0.f);
 }
@@ -131,6 +140,7 @@ Status TrainingModel::ForwardBackward(std::span<const TrainRowView> rows, float 
     if (options_.remat) LayerForward(l, s_->layer_inputs[size_t(l)].data(), a, s_->x_tmp.data(), dropout_on_);
     LayerBackward(l, a, dx);
   }
+  if (full_) EmbeddingBackward(dx);
   mb.tokens = T_;
   if (stats) {
     stats->loss_sum += mb.loss_sum;
@@ -260,6 +270,16 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
       }
     });
     Sgemm(false, false, R, D, vc, 1.f, s.z.data(), vc, s.e_chunk.data(), D, 1.f, s.dh.data(), D);
+    if (float* ge = WeightGrad(&weights_.embed)) {  // the tied head: dE_chunk += dzᵀ·h
+      Sgemm(true, false, vc, D, R, 1.f, s.z.data(), vc, s.h.data(), D, 1.f, ge + v0 * D, D);
+    }
+  }
+  if (WeightGrad(&weights_.final_norm)) {
+    std::vector<float> rows(size_t(R * D));
+    for (int64_t r = 0; r < R; ++r) {
+      std::copy(x_final + s.loss_rows[size_t(r)] * D, x_final + (s.loss_rows[size_t(r)] + 1) * D, rows.data() + r * D);
+    }
+    AddNormGrad(weights_.final_norm, rows.data(), s.dh.data(), R, D);
   }
   pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
@@ -267,6 +287,75 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
       RmsNormBackward(x_final + t * D, weights_.final_norm.data(), D, eps, s.dh.data() + r * D, dx + t * D, true);
     }
   });
+}
+
+void TrainingModel::AddMatrixGrad(const MatrixView& w, const float* dy, const float* x, int64_t rows) {
+  float* g = WeightGrad(&w);
+  if (g == nullptr || rows == 0) return;
+  Sgemm(true, false, w.rows, w.cols, rows, 1.f, dy, w.rows, x, w.cols, 1.f, g, w.cols);
+}
+
+void TrainingModel::AddNormGrad(const std::vector<float>& w, const float* x, const float* dy, int64_t rows,
+                                int64_t n) {
+  float* g = WeightGrad(&w);
+  if (g == nullptr) return;
+  const double eps = config_.rms_norm_eps;
+  // Per-thread partial sums over rows, then one reduction: no two threads write one column.
+  std::vector<double> part(size_t(pool_->size()) * size_t(n), 0.0);
+  pool_->ParallelFor(rows, [&](int64_t b, int64_t e, int thread) {
+    double* acc = part.data() + size_t(thread) * size_t(n);
+    for (int64_t t = b; t < e; ++t) {
+      const float* xr = x + t * n;
+      const float* dr = dy + t * n;
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * xr[i];
+      const double r = 1.0 / std::sqrt(ss / double(n) + eps);
+      for (int64_t i = 0; i < n; ++i) acc[i] += double(dr[i]) * xr[i] * r;
+    }
+  });
+  for (int th = 0; th < pool_->size(); ++th) {
+    for (int64_t i = 0; i < n; ++i) g[i] += float(part[size_t(th) * size_t(n) + size_t(i)]);
+  }
+}
+
+// x0 = E[token] · embed_scale (and, with PLE, the per-layer inputs read x0 too). transformers'
+// embeddings have padding_idx = pad_token_id: the pad row gets no gradient from the lookup
+// (the tied head still gives it one).
+void TrainingModel::EmbeddingBackward(float* dx0) {
+  const ModelConfig& c = config_;
+  const int64_t D = c.hidden_size;
+  Scratch& s = *s_;
+  if (c.hidden_size_per_layer_input > 0) {
+    // p = (ctx + E_ple[token]·ple_scale)·2^-½, ctx = RmsNorm_P(u; w), u = x0·W_plmᵀ·D^-½.
+    const int64_t P = c.hidden_size_per_layer_input, L = c.num_layers, LP = L * P;
+    const float inv_sqrt2 = 1.f / std::sqrt(2.f), inv_sqrt_d = 1.f / std::sqrt(float(D));
+    float* dp = s.dple_all.data();
+    Scale(dp, T_ * LP, inv_sqrt2);  // now the gradient of ctx and of the scaled token rows
+    if (float* g = WeightGrad(&weights_.ple_embed)) {
+      for (int64_t t = 0; t < T_; ++t) {
+        const int32_t id = tokens_[size_t(t)] < c.vocab_size_per_layer_input ? tokens_[size_t(t)] : c.pad_token_id;
+        if (id == c.pad_token_id) continue;
+        Axpy(ple_embed_scale_, dp + t * LP, g + int64_t(id) * LP, LP);
+      }
+    }
+    AddNormGrad(weights_.ple_proj_norm, s.ple_u.data(), dp, T_ * L, P);
+    float* du = s.ple_du.data();
+    pool_->ParallelFor(T_ * L, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        RmsNormBackward(s.ple_u.data() + i * P, weights_.ple_proj_norm.data(), P, c.rms_norm_eps, dp + i * P,
+                        du + i * P, false);
+      }
+    });
+    Scale(du, T_ * LP, inv_sqrt_d);
+    AddMatrixGrad(weights_.ple_model_proj, du, s.layer_inputs[0].data(), T_);
+    WeightMatMulT(weights_.ple_model_proj, du, T_, dx0, true, *pool_);
+  }
+  float* g = WeightGrad(&weights_.embed);
+  if (g == nullptr) return;
+  for (int64_t t = 0; t < T_; ++t) {
+    if (tokens_[size_t(t)] == c.pad_token_id) continue;
+    Axpy(embed_scale_, dx0 + t * D, g + int64_t(tokens_[size_t(t)]) * D, D);
+  }
 }
 
 }  // namespace gk

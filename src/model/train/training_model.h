@@ -27,10 +27,12 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
 #include "model/decoder_constants.h"
+#include "model/train/full_params.h"
 #include "model/train/lora.h"
 #include "model/weights.h"
 #include "tensor/thread_pool.h"
@@ -53,6 +55,9 @@ struct MicroBatchStats {
 struct TrainingModelOptions {
   bool remat = false;
   int64_t max_tokens = 4096;  // tokens per micro-batch the buffers are sized for
+  // Non-empty: full fine-tuning (no adapter): every matrix and norm gets a gradient
+  // (full_params()), the norms' masters read from this checkpoint directory (FullParams).
+  std::string full_finetune_from;
 };
 
 class TrainingModel {
@@ -75,6 +80,8 @@ class TrainingModel {
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
+  // Full fine-tuning's parameters (ForwardBackward adds to their gradients), null for LoRA.
+  FullParams* full_params() { return full_.get(); }
   // Bytes of activations kept for the backward pass by the last ForwardBackward.
   int64_t activation_bytes() const { return activation_bytes_; }
 
@@ -96,6 +103,8 @@ class TrainingModel {
   // Feed-forward parts beyond the dense MLP (training_feed_forward.cc).
   void PerLayerInputs();
   void MoeForward(int l, LayerActs& a);
+  void MoeRouterInput(int l, const LayerActs& a);
+  void MoeGatherExpertInputs(const LayerActs& a);
   void MoeBackward(int l, const LayerActs& a, const float* dmm, float* dm, float* dx1);
   void PleForward(int l, LayerActs& a, const float* x2, float* x3);
   void PleBackward(int l, const LayerActs& a, float* dx);
@@ -104,12 +113,22 @@ class TrainingModel {
                       float* dx, bool accumulate);
   const float* DropoutInput(int l, LoraTarget t, const float* x, int64_t in, float* buf) const;
   void LossHead(const float* x_final, float loss_scale, bool backward, MicroBatchStats* stats, float* dx);
+  // Full fine-tuning's weight gradients (no-ops for LoRA: no weight has a gradient then).
+  float* WeightGrad(const void* weight) const { return full_ ? full_->Grad(weight) : nullptr; }
+  // gW += dyᵀ·x over `rows` rows (dy: rows × w.rows, x: rows × w.cols).
+  void AddMatrixGrad(const MatrixView& w, const float* dy, const float* x, int64_t rows);
+  // The weight gradient of y = RmsNorm(x; w) over rows of n: gw += Σ_rows dy·x·r.
+  void AddNormGrad(const std::vector<float>& w, const float* x, const float* dy, int64_t rows, int64_t n);
+  // dx0: the gradient of the scaled embeddings; adds the per-layer inputs' share (full
+  // fine-tuning of E2B/E4B), then the embedding rows' gradients.
+  void EmbeddingBackward(float* dx0);
 
   ModelConfig config_;
   ModelWeights weights_;
   LoraAdapter* adapter_;
   ThreadPool* pool_;
   TrainingModelOptions options_;
+  std::unique_ptr<FullParams> full_;
   float embed_scale_ = 1.f;
   float ple_embed_scale_ = 1.f;
   float attn_scale_ = 1.f;

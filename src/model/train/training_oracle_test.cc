@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "formats/safetensors.h"
@@ -160,6 +161,74 @@ void CheckAgainstOracle(const std::string& preset, DType dtype, bool all_tokens,
   std::printf("%s: loss %.6f (oracle %.6f), worst gradient difference %.2e of the tensor's max (%s)\n", tag.c_str(),
               st.loss_sum / double(targets), ref_loss[0], worst, worst_name.c_str());
 }
+
+// Full fine-tuning: the gradient of every weight (train_ref.py full-grads). bf16 checkpoints
+// compute with the bf16 weights, as the oracle's --bf16-compute does.
+void CheckFullAgainstOracle(const std::string& preset, DType dtype, bool all_tokens) {
+  if (!HaveTorch()) GTEST_SKIP() << kPython << " cannot import torch (Debian python3-torch)";
+  const std::string tag = "full_" + preset + (dtype == DType::kF32 ? "_f32" : "_bf16") + (all_tokens ? "_all" : "_asst");
+  const ModelConfig config = ToyConfig(preset, 8);
+  const std::string model_dir = WriteToyModel(config, "gk_train_oracle_" + tag, dtype, 29);
+  auto weights = LoadWeights(model_dir, config);
+  ASSERT_TRUE(weights.ok()) << weights.message();
+  const std::string work = TestTempDir("gk_train_oracle_work_" + tag);
+  std::filesystem::create_directories(work);
+  Batch batch = MakeBatch(config.vocab_size, all_tokens);
+  batch.tokens[1][3] = config.pad_token_id;  // a pad token inside a row: its lookup row gets no gradient
+  ASSERT_TRUE(WriteBatch(batch, work + "/batch.safetensors").ok());
+
+  ThreadPool pool(2);
+  TrainingModelOptions to;
+  to.max_tokens = 128;
+  to.full_finetune_from = model_dir;
+  auto tm = TrainingModel::Create(config, std::move(*weights), nullptr, &pool, to);
+  ASSERT_TRUE(tm.ok()) << tm.message();
+  std::vector<TrainRowView> rows;
+  int64_t targets = 0;
+  for (size_t r = 0; r < batch.tokens.size(); ++r) {
+    rows.push_back({batch.tokens[r], batch.masks[r]});
+    for (size_t i = 1; i < batch.masks[r].size(); ++i) targets += batch.masks[r][i];
+  }
+  MicroBatchStats st;
+  ASSERT_TRUE((*tm)->ForwardBackward({rows.data(), 2}, 1.f / float(targets), 0, &st).ok());
+  ASSERT_TRUE((*tm)->ForwardBackward({rows.data() + 2, 1}, 1.f / float(targets), 0, &st).ok());
+
+  int rc = 0;
+  const std::string out = RunCommand(StrCat(kPython, " ", GK_SOURCE_DIR, "/tests/oracle/train_ref.py full-grads --model ",
+                                            model_dir, " --batch ", work, "/batch.safetensors --out ", work,
+                                            "/grads.safetensors", dtype == DType::kBF16 ? " --bf16-compute" : ""),
+                                     &rc);
+  ASSERT_EQ(rc, 0) << out;
+  auto ref = SafetensorsFile::Open(work + "/grads.safetensors");
+  ASSERT_TRUE(ref.ok()) << ref.message();
+  const std::vector<float> ref_loss = ReadF32(**ref, "loss");
+  ASSERT_EQ(ref_loss.size(), 1u);
+  EXPECT_NEAR(st.loss_sum / double(targets), ref_loss[0], 1e-5 * std::abs(ref_loss[0])) << tag;
+  const FullParams& fp = *(*tm)->full_params();
+  EXPECT_EQ(int64_t(ref->get()->tensors().size()) - 2, int64_t(fp.params().size())) << "trainable tensor count";
+  double worst = 0;
+  std::string worst_name;
+  for (const FullParam& p : fp.params()) {
+    const std::vector<float> want = ReadF32(**ref, p.name);
+    ASSERT_EQ(want.size(), p.grad.size()) << p.name;
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, double(std::abs(want[i])));
+      diff = std::max(diff, std::abs(double(p.grad[i]) - double(want[i])));
+    }
+    ASSERT_GT(scale, 0) << p.name << ": the oracle's gradient is zero, the case checks nothing";
+    if (diff / scale > worst) worst = diff / scale, worst_name = p.name;
+  }
+  EXPECT_LT(worst, 1e-4) << tag << ": worst tensor " << worst_name;
+  std::printf("%s: loss %.6f (oracle %.6f), %zu tensors, worst gradient difference %.2e of the tensor's max (%s)\n",
+              tag.c_str(), st.loss_sum / double(targets), ref_loss[0], fp.params().size(), worst, worst_name.c_str());
+}
+
+TEST(TrainingOracle, FullFineTuneGemma4F32) { CheckFullAgainstOracle("tiny", DType::kF32, true); }
+TEST(TrainingOracle, FullFineTuneGemma4Bf16) { CheckFullAgainstOracle("tiny", DType::kBF16, false); }
+TEST(TrainingOracle, FullFineTunePleKvSharingF32) { CheckFullAgainstOracle("tiny-e2b", DType::kF32, true); }
+TEST(TrainingOracle, FullFineTuneMoeF32) { CheckFullAgainstOracle("tiny-moe", DType::kF32, true); }
+TEST(TrainingOracle, FullFineTuneGemma3F32) { CheckFullAgainstOracle("gemma3-270m", DType::kF32, false); }
 
 TEST(TrainingOracle, Gemma4AssistantLossF32) { CheckAgainstOracle("tiny", DType::kF32, false, false); }
 TEST(TrainingOracle, Gemma4AllTokensF32) { CheckAgainstOracle("tiny", DType::kF32, true, false); }
