@@ -125,7 +125,7 @@ void ReportLossCurve(const std::vector<train::StepLog>& logs, const std::string&
 }  // namespace
 
 int RunTrain(int argc, char** argv) {
-  CLI::App app{"LoRA supervised fine-tuning (recipe format: docs/TRAIN.md)"};
+  CLI::App app{"supervised fine-tuning, LoRA or full (recipe format: docs/TRAIN.md)"};
   std::string config_path;
   std::vector<std::string> overrides;
   bool resume = false;
@@ -175,9 +175,10 @@ int RunTrain(int argc, char** argv) {
     return 128 + (g_signal.load() ? g_signal.load() : SIGTERM);
   }
   ReportLossCurve(logs, recipe->out);
-  std::printf("trained %lld steps in %.1f s (%.0f tokens/s); adapter: %s/adapter; run record: %s/training_run.json\n",
+  const char* result = recipe->full_finetune ? "model" : "adapter";
+  std::printf("trained %lld steps in %.1f s (%.0f tokens/s); %s: %s/%s; run record: %s/training_run.json\n",
               static_cast<long long>(sum["steps"]["done"].get<int64_t>() - sum["steps"]["start"].get<int64_t>()),
-              sum["wall_time_s"].get<double>(), sum["tokens_per_s"].get<double>(), recipe->out.c_str(),
+              sum["wall_time_s"].get<double>(), sum["tokens_per_s"].get<double>(), result, recipe->out.c_str(), result,
               recipe->out.c_str());
   return 0;
 }

@@ -239,7 +239,7 @@ int64_t ModelConfig::ParameterCount() const {
   }
   for (int l = 0; l < num_layers; ++l) {
     const int64_t H = HeadDim(l), K = KvHeads(l), F = MlpWidth(l);
-    n += 4 * D + 2 * H + 1;                    // four norms, q/k norms, layer scalar
+    n += 4 * D + 2 * H + (arch == Arch::kGemma4 ? 1 : 0);  // four norms, q/k norms, layer scalar
     n += int64_t(num_heads) * H * D * 2;       // q and o
     n += K * H * D * (KEqV(l) ? 1 : 2);        // k (and v)
     n += 3 * D * F;                            // gate, up, down

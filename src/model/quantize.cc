@@ -8,10 +8,10 @@
 #include <map>
 #include <set>
 
+#include "formats/checkpoint_side_files.h"
 #include "model/config.h"
 #include "tensor/q8_0.h"
 #include "tensor/thread_pool.h"
-
 #include "util/anonymous_memory.h"
 
 namespace gk {
@@ -155,17 +155,7 @@ Status WriteQuantizedCheckpoint(const std::string& model_dir, const std::string&
   GK_RETURN_IF_ERROR(WriteSafetensorsDir(out_dir, specs, 5ull << 30,
                                          {{"format", "pt"}, {kMetadataKey, std::string(QuantTypeName(type))}}));
   // config.json, generation_config.json, tokenizer files, ...: copied.
-  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
-    const std::string file = entry.path().filename().string();
-    if (!entry.is_regular_file() || entry.path().extension() == ".safetensors" ||
-        file == "model.safetensors.index.json") {
-      continue;
-    }
-    fs::copy_file(entry.path(), fs::path(out_dir) / file, fs::copy_options::overwrite_existing, ec);
-    if (ec) return Status::Error(StrCat("cannot copy ", entry.path().string(), " to ", out_dir, ": ", ec.message()));
-  }
-  if (ec) return Status::Error(StrCat("cannot list ", model_dir, ": ", ec.message()));
-  return Status::Ok();
+  return CopyCheckpointSideFiles(model_dir, out_dir, /*keep_index=*/false);
 }
 
 std::string Q8ScaleName(const std::string& tensor_name) { return tensor_name + "_scale"; }

@@ -25,6 +25,7 @@ using json = nlohmann::json;
 
 constexpr const char* kAdapterConfig = "adapter_config.json";
 constexpr const char* kAdapterModel = "adapter_model.safetensors";
+constexpr const char* kFullModel = "model.safetensors";
 constexpr const char* kOptimizer = "optimizer.safetensors";
 constexpr const char* kTrainerState = "trainer_state.json";
 constexpr const char* kCheckpointPrefix = "checkpoint-";
@@ -121,7 +122,7 @@ Status CheckTensors(const std::vector<NamedTensor>& tensors, const char* file) {
       }
       n *= d;
     }
-    if (uint64_t(n) != t.data.size()) {
+    if (t.external == nullptr && uint64_t(n) != t.data.size()) {
       return Status::Error(StrCat(file, ": tensor '", t.name, "' has ", t.data.size(),
                                   " values but its shape holds ", n));
     }
@@ -138,10 +139,10 @@ Status WriteTensors(const std::string& path, const std::vector<NamedTensor>& ten
     s.dtype = DType::kF32;
     s.shape = t.shape;
     s.fill = [&t](uint8_t* dst, size_t nbytes) -> Status {
-      if (nbytes != t.data.size() * sizeof(float)) {
+      if (t.external == nullptr && nbytes != t.data.size() * sizeof(float)) {
         return Status::Error(StrCat("expected ", t.data.size() * sizeof(float), " bytes, got ", nbytes));
       }
-      if (nbytes > 0) std::memcpy(dst, t.data.data(), nbytes);
+      if (nbytes > 0) std::memcpy(dst, t.values(), nbytes);
       return Status::Ok();
     };
     specs.push_back(std::move(s));
@@ -231,12 +232,13 @@ Status SaveCheckpoint(const std::string& run_dir, const CheckpointContents& cont
                                 ": trainer_state must be a JSON object with a non-negative integer "
                                 "\"step\", got ", state.dump()));
   }
-  if (!contents.adapter_config.is_object()) {
+  if (!contents.full && !contents.adapter_config.is_object()) {
     return Status::Error(StrCat("saving a checkpoint in ", run_dir,
                                 ": adapter_config must be a JSON object, got ",
                                 contents.adapter_config.type_name()));
   }
-  GK_RETURN_IF_ERROR(CheckTensors(contents.adapter, kAdapterModel));
+  const char* params_file = contents.full ? kFullModel : kAdapterModel;
+  GK_RETURN_IF_ERROR(CheckTensors(contents.params, params_file));
   GK_RETURN_IF_ERROR(CheckTensors(contents.optimizer, kOptimizer));
   const int64_t step = state["step"].get<int64_t>();
 
@@ -268,10 +270,11 @@ Status SaveCheckpoint(const std::string& run_dir, const CheckpointContents& cont
 
   // Each file is written to a temporary name, fsynced and renamed (AtomicFile), so even within
   // the tmp directory no file is ever torn. trainer_state.json goes last: it marks completion.
-  GK_RETURN_IF_ERROR(WriteTensors((tmp / kAdapterModel).string(), contents.adapter));
+  GK_RETURN_IF_ERROR(WriteTensors((tmp / params_file).string(), contents.params));
   GK_RETURN_IF_ERROR(WriteTensors((tmp / kOptimizer).string(), contents.optimizer));
-  GK_RETURN_IF_ERROR(WriteFileAtomic((tmp / kAdapterConfig).string(),
-                                     contents.adapter_config.dump(2) + "\n"));
+  if (!contents.full) {
+    GK_RETURN_IF_ERROR(WriteFileAtomic((tmp / kAdapterConfig).string(), contents.adapter_config.dump(2) + "\n"));
+  }
   json final_state = state;
   final_state["complete"] = true;
   GK_RETURN_IF_ERROR(WriteFileAtomic((tmp / kTrainerState).string(), final_state.dump(2) + "\n"));
@@ -347,12 +350,19 @@ Result<CheckpointContents> LoadCheckpoint(const std::string& checkpoint_dir) {
     return R::Error(StrCat(state_path, " has no integer \"step\""));
   }
 
+  // A full fine-tuning checkpoint has the masters and no adapter.
+  out.full = fs::exists(dir / kFullModel, ec) && !fs::exists(dir / kAdapterModel, ec);
+  if (out.full) {
+    GK_ASSIGN_OR_RETURN(out.params, ReadTensors((dir / kFullModel).string()));
+    GK_ASSIGN_OR_RETURN(out.optimizer, ReadTensors((dir / kOptimizer).string()));
+    return out;
+  }
   const std::string config_path = (dir / kAdapterConfig).string();
   GK_ASSIGN_OR_RETURN(out.adapter_config, ReadJson(config_path));
   if (!out.adapter_config.is_object()) {
     return R::Error(StrCat(config_path, " must hold a JSON object, got ", out.adapter_config.type_name()));
   }
-  GK_ASSIGN_OR_RETURN(out.adapter, ReadTensors((dir / kAdapterModel).string()));
+  GK_ASSIGN_OR_RETURN(out.params, ReadTensors((dir / kAdapterModel).string()));
   GK_ASSIGN_OR_RETURN(out.optimizer, ReadTensors((dir / kOptimizer).string()));
   return out;
 }

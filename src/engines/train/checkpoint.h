@@ -1,6 +1,8 @@
 // Training checkpoints in a run directory: RUN/checkpoint-<step>/ with
-//   adapter_config.json, adapter_model.safetensors   the adapter, PEFT layout (loadable by
-//                                                    PEFT and vLLM as-is)
+//   adapter_config.json, adapter_model.safetensors   LoRA: the adapter, PEFT layout (loadable
+//                                                    by PEFT and vLLM as-is)
+//   model.safetensors                                full fine-tuning: the f32 master weights
+//                                                    under their Hugging Face names
 //   optimizer.safetensors                            AdamW moments: "<name>.exp_avg",
 //                                                    "<name>.exp_avg_sq" (f32) per parameter
 //   trainer_state.json                               step, RNG state, data position, ... (JSON
@@ -29,11 +31,16 @@ struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> data;
+  // Saving only: the values live here (shape's element count) instead of in `data`, so that a
+  // fully fine-tuned model's masters and moments are written without a copy.
+  const float* external = nullptr;
+  const float* values() const { return external ? external : data.data(); }
 };
 
 struct CheckpointContents {
-  nlohmann::json adapter_config;           // written as adapter_config.json
-  std::vector<NamedTensor> adapter;        // adapter_model.safetensors; dtype F32
+  bool full = false;                       // full fine-tuning: model.safetensors, no adapter_config
+  nlohmann::json adapter_config;           // LoRA: written as adapter_config.json
+  std::vector<NamedTensor> params;         // adapter_model.safetensors (LoRA) or model.safetensors (full); F32
   std::vector<NamedTensor> optimizer;      // optimizer.safetensors
   nlohmann::json trainer_state;            // trainer_state.json (must contain "step")
 };

@@ -45,8 +45,8 @@ CheckpointContents Small(int64_t step, uint32_t seed = 0) {
                       {"target_modules", {"q_proj", "v_proj"}}};
   const std::string a = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight";
   const std::string b = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight";
-  c.adapter.push_back(Tensor(a, {8, 32}, seed + 1));
-  c.adapter.push_back(Tensor(b, {32, 8}, seed + 2));
+  c.params.push_back(Tensor(a, {8, 32}, seed + 1));
+  c.params.push_back(Tensor(b, {32, 8}, seed + 2));
   c.optimizer.push_back(Tensor(a + ".exp_avg", {8, 32}, seed + 3));
   c.optimizer.push_back(Tensor(a + ".exp_avg_sq", {8, 32}, seed + 4));
   c.optimizer.push_back(Tensor(b + ".exp_avg", {32, 8}, seed + 5));
@@ -72,7 +72,7 @@ void ExpectSameTensors(const std::vector<NamedTensor>& got, const std::vector<Na
 void ExpectSame(const CheckpointContents& got, const CheckpointContents& want) {
   EXPECT_EQ(got.adapter_config, want.adapter_config);
   EXPECT_EQ(got.trainer_state, want.trainer_state);
-  ExpectSameTensors(got.adapter, want.adapter);
+  ExpectSameTensors(got.params, want.params);
   ExpectSameTensors(got.optimizer, want.optimizer);
 }
 
@@ -111,13 +111,13 @@ class CheckpointTest : public ::testing::Test {
 TEST_F(CheckpointTest, RoundTripIsExact) {
   CheckpointContents c = Small(5, 7);
   // Values that a text or narrowing path would disturb.
-  c.adapter[0].data[0] = -0.0f;
-  c.adapter[0].data[1] = std::numeric_limits<float>::denorm_min();
-  c.adapter[0].data[2] = std::numeric_limits<float>::infinity();
-  c.adapter[0].data[3] = std::numeric_limits<float>::quiet_NaN();
-  c.adapter[0].data[4] = 0.1f;
-  c.adapter.push_back(Tensor("scalar", {}, 9));
-  c.adapter.push_back(Tensor("empty", {0, 4}, 9));
+  c.params[0].data[0] = -0.0f;
+  c.params[0].data[1] = std::numeric_limits<float>::denorm_min();
+  c.params[0].data[2] = std::numeric_limits<float>::infinity();
+  c.params[0].data[3] = std::numeric_limits<float>::quiet_NaN();
+  c.params[0].data[4] = 0.1f;
+  c.params.push_back(Tensor("scalar", {}, 9));
+  c.params.push_back(Tensor("empty", {0, 4}, 9));
   c.trainer_state["rng"] = {{"state", uint64_t(0xfedcba9876543210ull)}, {"inc", 12345}};
   c.trainer_state["loss"] = 0.1234567890123456789;
   c.trainer_state["data"] = {{"epoch", 1}, {"row", 42}, {"order", {3, 1, 2}}};
@@ -138,11 +138,11 @@ TEST_F(CheckpointTest, RoundTripIsExact) {
   auto file = SafetensorsFile::Open(Ckpt(5) + "/adapter_model.safetensors");
   ASSERT_TRUE(file.ok()) << file.message();
   EXPECT_EQ((*file)->metadata(), (std::map<std::string, std::string>{{"format", "pt"}}));
-  ASSERT_EQ((*file)->tensors().size(), c.adapter.size());
-  for (size_t i = 0; i < c.adapter.size(); ++i) {
-    EXPECT_EQ((*file)->tensors()[i].name, c.adapter[i].name);
+  ASSERT_EQ((*file)->tensors().size(), c.params.size());
+  for (size_t i = 0; i < c.params.size(); ++i) {
+    EXPECT_EQ((*file)->tensors()[i].name, c.params[i].name);
     EXPECT_EQ((*file)->tensors()[i].dtype, DType::kF32);
-    EXPECT_EQ((*file)->tensors()[i].shape, c.adapter[i].shape);
+    EXPECT_EQ((*file)->tensors()[i].shape, c.params[i].shape);
   }
   auto state_text = ReadFile(Ckpt(5) + "/trainer_state.json");
   ASSERT_TRUE(state_text.ok());
@@ -338,14 +338,14 @@ TEST_F(CheckpointTest, LoadsBf16AndF16AdaptersAsF32AndRejectsOtherDtypes) {
                   .ok());
   auto loaded = LoadCheckpoint(Ckpt(3));
   ASSERT_TRUE(loaded.ok()) << loaded.message();
-  ASSERT_EQ(loaded->adapter.size(), 2u);
-  EXPECT_EQ(loaded->adapter[0].name, "a");
-  EXPECT_EQ(loaded->adapter[1].name, "b");
+  ASSERT_EQ(loaded->params.size(), 2u);
+  EXPECT_EQ(loaded->params[0].name, "a");
+  EXPECT_EQ(loaded->params[1].name, "b");
   for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_EQ(loaded->adapter[0].data[i], RoundToBf16(want[i]));
-    EXPECT_EQ(loaded->adapter[1].data[i], F16ToF32(F32ToF16(want[i])));
+    EXPECT_EQ(loaded->params[0].data[i], RoundToBf16(want[i]));
+    EXPECT_EQ(loaded->params[1].data[i], F16ToF32(F32ToF16(want[i])));
   }
-  EXPECT_EQ(loaded->adapter[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(loaded->params[0].shape, (std::vector<int64_t>{2, 3}));
 
   TensorSpec ints;
   ints.name = "steps";
@@ -383,8 +383,8 @@ TEST_F(CheckpointTest, InvalidContentsWriteNothing) {
   // A failure inside the write (duplicate names) leaves no tmp dir and no checkpoint.
   ASSERT_TRUE(SaveCheckpoint(run_, Small(1), 3).ok());
   CheckpointContents dup = Small(2);
-  dup.adapter[1].name = dup.adapter[0].name;
-  dup.adapter[1].shape = dup.adapter[0].shape;
+  dup.params[1].name = dup.params[0].name;
+  dup.params[1].shape = dup.params[0].shape;
   st = SaveCheckpoint(run_, dup, 3);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("duplicate"), std::string::npos) << st.message();
@@ -410,11 +410,11 @@ CheckpointContents Big(int64_t step, int64_t variant) {
   };
   for (int l = 0; l < 4; ++l) {
     const std::string p = StrCat("base_model.model.layers.", l, ".mlp.down_proj.lora_");
-    c.adapter.push_back(big(p + "A.weight", 16, 1 << 16, uint32_t(2 * l)));       // 4 MB
-    c.adapter.push_back(big(p + "B.weight", 1 << 16, 16, uint32_t(2 * l + 1)));   // 4 MB
+    c.params.push_back(big(p + "A.weight", 16, 1 << 16, uint32_t(2 * l)));       // 4 MB
+    c.params.push_back(big(p + "B.weight", 1 << 16, 16, uint32_t(2 * l + 1)));   // 4 MB
   }
-  for (size_t i = 0; i < c.adapter.size(); ++i) {
-    const NamedTensor& a = c.adapter[i];
+  for (size_t i = 0; i < c.params.size(); ++i) {
+    const NamedTensor& a = c.params[i];
     // Moments sized up so that the whole checkpoint is ~220 MB and a save takes a while.
     c.optimizer.push_back(big(a.name + ".exp_avg", a.shape[0] * 3, a.shape[1], uint32_t(100 + i)));
     c.optimizer.push_back(big(a.name + ".exp_avg_sq", a.shape[0] * 3, a.shape[1], uint32_t(200 + i)));
@@ -434,7 +434,7 @@ bool Equal(const CheckpointContents& a, const CheckpointContents& b) {
     return true;
   };
   return a.adapter_config == b.adapter_config && a.trainer_state == b.trainer_state &&
-         same(a.adapter, b.adapter) && same(a.optimizer, b.optimizer);
+         same(a.params, b.params) && same(a.optimizer, b.optimizer);
 }
 
 // Saves in a child process and SIGKILLs it after `delay`; returns true when the child had

@@ -61,6 +61,7 @@ const Field kFields[] = {
     {"batch.epochs", &TrainRecipe::epochs},
     {"batch.max_steps", &TrainRecipe::max_steps},
     {"memory.remat", &TrainRecipe::remat},
+    {"memory.max_bytes", &TrainRecipe::max_bytes},
     {"checkpoint.save_every", &TrainRecipe::save_every},
     {"checkpoint.keep_last", &TrainRecipe::keep_last},
     {"log.log_every", &TrainRecipe::log_every},
@@ -359,6 +360,9 @@ Status ValidateRecipe(const TrainRecipe& r) {
   check(r.save_every >= 0, StrCat("checkpoint.save_every must be >= 0 (0: only at the end), got ", r.save_every));
   check(r.keep_last >= 0, StrCat("checkpoint.keep_last must be >= 0 (0: keep all), got ", r.keep_last));
   check(r.log_every >= 1, StrCat("log.log_every must be >= 1, got ", r.log_every));
+  check(r.max_bytes >= 0, StrCat("memory.max_bytes must be >= 0 (0: the memory available), got ", r.max_bytes));
+  check(!r.full_finetune || r.init_adapter.empty(),
+        "lora.init_adapter starts a LoRA run; a full fine-tune (lora.full_finetune) trains the weights themselves");
   if (errors.empty()) return Status::Ok();
   std::string message = "invalid recipe: " + errors[0];
   for (size_t i = 1; i < errors.size(); ++i) message += "; " + errors[i];

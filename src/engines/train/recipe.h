@@ -33,7 +33,8 @@ struct TrainRecipe {
   bool use_rslora = false;
   std::string target_modules =  // regex, fullmatch over Hugging Face module names (PEFT)
       R"(^(?!.*vision).*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)$)";
-  bool full_finetune = false;   // train every matrix instead of LoRA factors
+  bool full_finetune = false;   // train every matrix and norm instead of LoRA factors (the rest of
+                                // [lora] is ignored); writes RUN/model/, a complete checkpoint
   std::string init_adapter;     // start from this PEFT adapter instead of PEFT's initialisation
                                 // (its rank, alpha and modules must match the recipe's)
   // [optim]
@@ -50,6 +51,8 @@ struct TrainRecipe {
   int64_t max_steps = -1;       // stop after this many optimizer steps (-1: the epochs decide)
   // [memory]
   bool remat = true;            // recompute each decoder layer's activations in the backward pass
+  int64_t max_bytes = 0;        // a full fine-tune whose estimate exceeds this (0: the memory
+                                // available now) is refused before it loads the model
   // [checkpoint]
   int64_t save_every = 100;     // optimizer steps; 0: only at the end
   int64_t keep_last = 3;

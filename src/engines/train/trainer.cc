@@ -16,7 +16,9 @@
 #include "formats/token_dataset.h"
 #include "kernels/train_ops.h"
 #include "model/config.h"
+#include "model/train/full_params.h"
 #include "model/train/lora.h"
+#include "model/train/training_memory.h"
 #include "model/train/training_model.h"
 #include "model/weights.h"
 #include "util/atomic_file.h"
@@ -37,6 +39,14 @@ nlohmann::json StepLog::ToJson() const {
           {"elapsed_s", elapsed_s}};
 }
 
+// One buffer the optimizer updates: a LoRA factor, or a fully fine-tuned tensor's master.
+struct Trainable {
+  std::string name;  // its key in checkpoints (PEFT key, or the Hugging Face tensor name)
+  std::vector<int64_t> shape;
+  std::vector<float>* value = nullptr;
+  std::vector<float>* grad = nullptr;
+};
+
 struct Trainer::State {
   TrainRecipe recipe;
   std::string dataset_dir;
@@ -44,6 +54,7 @@ struct Trainer::State {
   ModelConfig config;
   std::unique_ptr<LoraAdapter> adapter;
   std::unique_ptr<TrainingModel> model;
+  std::vector<Trainable> trainables;  // in optimizer order
   std::unique_ptr<AdamW> optimizer;
   WarmupCosineDecay schedule;
   std::unique_ptr<DataOrder> order;
@@ -113,14 +124,61 @@ int64_t Targets(const TokenRow& r) {
   return n;
 }
 
+// The recipe's adapter: PEFT's initialisation, or lora.init_adapter's factors.
+Result<std::unique_ptr<LoraAdapter>> MakeAdapter(const TrainRecipe& recipe, const ModelConfig& config,
+                                                 const std::string& prefix) {
+  LoraOptions lo;
+  lo.rank = recipe.rank;
+  lo.alpha = recipe.alpha;
+  lo.use_rslora = recipe.use_rslora;
+  lo.dropout = recipe.dropout;
+  lo.target_regex = recipe.target_modules;
+  GK_ASSIGN_OR_RETURN(LoraAdapter adapter, LoraAdapter::Create(config, prefix, lo));
+  auto a = std::make_unique<LoraAdapter>(std::move(adapter));
+  a->InitPeft(recipe.seed);
+  if (recipe.init_adapter.empty()) return a;
+  GK_ASSIGN_OR_RETURN(LoraAdapter init, LoraAdapter::LoadPeft(recipe.init_adapter, config, prefix));
+  if (init.rank() != recipe.rank || init.scaling() != a->scaling() || init.modules().size() != a->modules().size()) {
+    return Status::Error(StrCat("lora.init_adapter ", recipe.init_adapter, ": rank ", init.rank(), ", scaling ",
+                                init.scaling(), " and ", init.modules().size(), " modules; the recipe wants rank ",
+                                recipe.rank, ", scaling ", a->scaling(), " and ", a->modules().size(), " modules"));
+  }
+  for (LoraModule& m : a->modules()) {
+    const LoraModule* src = init.Find(m.layer, m.target);
+    if (!src) return Status::Error(StrCat("lora.init_adapter ", recipe.init_adapter, ": has no factors for ", m.name));
+    m.a = src->a;
+    m.b = src->b;
+  }
+  return a;
+}
+
+// A full fine-tune needs weights, f32 masters, gradients and moments of every parameter at
+// once: refused before the model is loaded when the estimate (`gemmakit plan --train --full`'s
+// figure for one CPU) exceeds the memory available, or memory.max_bytes.
+Status CheckFullFineTuneFits(const TrainRecipe& recipe, const ModelConfig& config, int64_t tokens) {
+  const int weight_bytes = config.torch_dtype == "float32" ? 4 : 2;
+  const FullFineTuneMemory m = EstimateFullFineTune(config, weight_bytes, tokens, recipe.remat);
+  const uint64_t available = AvailableMemoryBytes();
+  double budget = double(available);
+  std::string source = "available now";
+  if (recipe.max_bytes > 0 && (budget == 0 || double(recipe.max_bytes) < budget)) {
+    budget = double(recipe.max_bytes);
+    source = "allowed by memory.max_bytes";
+  }
+  if (budget == 0 || m.total <= budget) return Status::Ok();
+  auto gb = [](double b) { return StrCat(double(std::llround(b / 1e7)) / 100.0, " GB"); };
+  std::string parts;
+  for (const MemoryItem& i : m.items) parts += StrCat(parts.empty() ? "" : ", ", i.what, " ", gb(i.bytes));
+  return Status::Error(StrCat("lora.full_finetune: fully fine-tuning ", double(std::llround(double(m.params) / 1e4)) / 100.0,
+                              " M parameters needs ", gb(m.total), " (", parts, "), more than the ", gb(budget), " ",
+                              source, "; train a LoRA adapter instead, or use a machine with more memory"));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, const std::string& dataset_dir,
                                                  ThreadPool* pool, bool resume) {
   GK_RETURN_IF_ERROR(ValidateRecipe(recipe));
-  if (recipe.full_finetune) {
-    return Status::Error("lora.full_finetune: full fine-tuning is not implemented yet; train a LoRA adapter");
-  }
   auto s = std::make_unique<State>();
   s->recipe = recipe;
   s->pool = pool;
@@ -134,45 +192,29 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, cons
   }
   const int64_t per_step = recipe.micro_batch * recipe.grad_accum;
   GK_ASSIGN_OR_RETURN(s->config, LoadModelConfig(recipe.model));
-  GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(recipe.model, s->config, WeightLoadMode::kMmap));
-  LoraOptions lo;
-  lo.rank = recipe.rank;
-  lo.alpha = recipe.alpha;
-  lo.use_rslora = recipe.use_rslora;
-  lo.dropout = recipe.dropout;
-  lo.target_regex = recipe.target_modules;
-  GK_ASSIGN_OR_RETURN(LoraAdapter adapter, LoraAdapter::Create(s->config, weights.prefix, lo));
-  s->adapter = std::make_unique<LoraAdapter>(std::move(adapter));
-  s->adapter->InitPeft(recipe.seed);
-  if (!recipe.init_adapter.empty()) {
-    GK_ASSIGN_OR_RETURN(LoraAdapter init, LoraAdapter::LoadPeft(recipe.init_adapter, s->config, weights.prefix));
-    if (init.rank() != recipe.rank || init.scaling() != s->adapter->scaling() ||
-        init.modules().size() != s->adapter->modules().size()) {
-      return Status::Error(StrCat("lora.init_adapter ", recipe.init_adapter, ": rank ", init.rank(), ", scaling ",
-                                  init.scaling(), " and ", init.modules().size(), " modules; the recipe wants rank ",
-                                  recipe.rank, ", scaling ", s->adapter->scaling(), " and ",
-                                  s->adapter->modules().size(), " modules"));
-    }
-    for (LoraModule& m : s->adapter->modules()) {
-      const LoraModule* src = init.Find(m.layer, m.target);
-      if (!src) return Status::Error(StrCat("lora.init_adapter ", recipe.init_adapter, ": has no factors for ", m.name));
-      m.a = src->a;
-      m.b = src->b;
-    }
-  }
-
   int64_t longest = 0;
   for (int64_t i = 0; i < s->dataset.rows(); ++i) longest = std::max(longest, s->dataset.RowLength(i));
   TrainingModelOptions to;
   to.remat = recipe.remat;
   to.max_tokens = std::max<int64_t>(2, longest * recipe.micro_batch);
-  GK_ASSIGN_OR_RETURN(s->model, TrainingModel::Create(s->config, std::move(weights), s->adapter.get(), pool, to));
-
-  std::vector<int64_t> sizes;
-  for (const LoraModule& m : s->adapter->modules()) {
-    sizes.push_back(int64_t(m.a.size()));
-    sizes.push_back(int64_t(m.b.size()));
+  if (recipe.full_finetune) {
+    GK_RETURN_IF_ERROR(CheckFullFineTuneFits(recipe, s->config, to.max_tokens));
+    // The weights are updated in place: they must live in memory the trainer owns.
+    GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(recipe.model, s->config, WeightLoadMode::kCopy));
+    to.full_finetune_from = recipe.model;
+    GK_ASSIGN_OR_RETURN(s->model, TrainingModel::Create(s->config, std::move(weights), nullptr, pool, to));
+    for (FullParam& p : s->model->full_params()->params()) s->trainables.push_back({p.name, p.shape, &p.value, &p.grad});
+  } else {
+    GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(recipe.model, s->config, WeightLoadMode::kMmap));
+    GK_ASSIGN_OR_RETURN(s->adapter, MakeAdapter(recipe, s->config, weights.prefix));
+    GK_ASSIGN_OR_RETURN(s->model, TrainingModel::Create(s->config, std::move(weights), s->adapter.get(), pool, to));
+    for (LoraModule& m : s->adapter->modules()) {
+      s->trainables.push_back({LoraAdapter::KeyA(m), {s->adapter->rank(), m.in}, &m.a, &m.grad_a});
+      s->trainables.push_back({LoraAdapter::KeyB(m), {m.out, s->adapter->rank()}, &m.b, &m.grad_b});
+    }
   }
+  std::vector<int64_t> sizes;
+  for (const Trainable& t : s->trainables) sizes.push_back(int64_t(t.value->size()));
   AdamWOptions ao;
   ao.beta1 = recipe.beta1;
   ao.beta2 = recipe.beta2;
@@ -207,24 +249,25 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, cons
       return Status::Error(StrCat(*latest, ": was trained on other data (", st["dataset"].dump(), ", now ",
                                   DatasetIdentity(s->dataset).dump(), "); resume with the same data"));
     }
+    if (ck.full != recipe.full_finetune) {
+      return Status::Error(StrCat(*latest, ": is a ", ck.full ? "full fine-tuning" : "LoRA",
+                                  " checkpoint; resume it with the recipe it was trained with"));
+    }
     std::map<std::string, const NamedTensor*> by_name;
-    for (const NamedTensor& t : ck.adapter) by_name[t.name] = &t;
+    for (const NamedTensor& t : ck.params) by_name[t.name] = &t;
     for (const NamedTensor& t : ck.optimizer) by_name[t.name] = &t;
-    size_t i = 0;
-    for (LoraModule& m : s->adapter->modules()) {
-      for (int which = 0; which < 2; ++which, ++i) {
-        const std::string key = which ? LoraAdapter::KeyB(m) : LoraAdapter::KeyA(m);
-        std::vector<float>& p = which ? m.b : m.a;
-        for (const auto& [name, dst] : {std::pair{key, &p}, std::pair{key + ".exp_avg", &s->optimizer->m()[i]},
-                                        std::pair{key + ".exp_avg_sq", &s->optimizer->v()[i]}}) {
-          auto it = by_name.find(name);
-          if (it == by_name.end() || it->second->data.size() != dst->size()) {
-            return Status::Error(StrCat(*latest, ": tensor ", name, " is missing or has the wrong size"));
-          }
-          *dst = it->second->data;
+    for (size_t i = 0; i < s->trainables.size(); ++i) {
+      const Trainable& tr = s->trainables[i];
+      for (const auto& [name, dst] : {std::pair{tr.name, tr.value}, std::pair{tr.name + ".exp_avg", &s->optimizer->m()[i]},
+                                      std::pair{tr.name + ".exp_avg_sq", &s->optimizer->v()[i]}}) {
+        auto it = by_name.find(name);
+        if (it == by_name.end() || it->second->data.size() != dst->size()) {
+          return Status::Error(StrCat(*latest, ": tensor ", name, " is missing or has the wrong size"));
         }
+        *dst = it->second->data;
       }
     }
+    if (FullParams* fp = s->model->full_params()) fp->Sync(*pool);  // the model computes with the restored masters
     s->start_step = st.value("step", int64_t(0));
     s->optimizer->set_step(st.value("optimizer_step", s->start_step));
     s->elapsed_before = st.value("elapsed_s", 0.0);
@@ -241,17 +284,14 @@ namespace {
 
 Status SaveState(Trainer::State& s, int64_t step, double elapsed) {
   CheckpointContents c;
-  c.adapter_config = s.adapter->PeftConfigJson(s.recipe.model);
-  size_t i = 0;
-  for (const LoraModule& m : s.adapter->modules()) {
-    for (int which = 0; which < 2; ++which, ++i) {
-      const std::string key = which ? LoraAdapter::KeyB(m) : LoraAdapter::KeyA(m);
-      const std::vector<int64_t> shape =
-          which ? std::vector<int64_t>{m.out, s.adapter->rank()} : std::vector<int64_t>{s.adapter->rank(), m.in};
-      c.adapter.push_back({key, shape, which ? m.b : m.a});
-      c.optimizer.push_back({key + ".exp_avg", shape, s.optimizer->m()[i]});
-      c.optimizer.push_back({key + ".exp_avg_sq", shape, s.optimizer->v()[i]});
-    }
+  c.full = s.recipe.full_finetune;
+  if (!c.full) c.adapter_config = s.adapter->PeftConfigJson(s.recipe.model);
+  // Written from where the values live (no copy of a fully fine-tuned model).
+  for (size_t i = 0; i < s.trainables.size(); ++i) {
+    const Trainable& t = s.trainables[i];
+    c.params.push_back({t.name, t.shape, {}, t.value->data()});
+    c.optimizer.push_back({t.name + ".exp_avg", t.shape, {}, s.optimizer->m()[i].data()});
+    c.optimizer.push_back({t.name + ".exp_avg_sq", t.shape, {}, s.optimizer->v()[i].data()});
   }
   c.trainer_state = {{"step", step},
                      {"optimizer_step", s.optimizer->step()},
@@ -293,10 +333,7 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
       rows.push_back(s.dataset.Row(id));
       targets += Targets(rows.back());
     }
-    for (LoraModule& m : s.adapter->modules()) {
-      std::fill(m.grad_a.begin(), m.grad_a.end(), 0.f);
-      std::fill(m.grad_b.begin(), m.grad_b.end(), 0.f);
-    }
+    for (Trainable& t : s.trainables) std::fill(t.grad->begin(), t.grad->end(), 0.f);
     const float loss_scale = 1.f / float(std::max<int64_t>(1, targets));
     MicroBatchStats stats;
     bool abandoned = false;
@@ -324,17 +361,16 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
 
     std::vector<std::span<float>> grads;
     std::vector<ParamRef> params;
-    for (LoraModule& m : s.adapter->modules()) {
-      grads.emplace_back(m.grad_a);
-      grads.emplace_back(m.grad_b);
-      params.push_back({m.a.data(), m.grad_a.data(), int64_t(m.a.size())});
-      params.push_back({m.b.data(), m.grad_b.data(), int64_t(m.b.size())});
+    for (Trainable& t : s.trainables) {
+      grads.emplace_back(*t.grad);
+      params.push_back({t.value->data(), t.grad->data(), int64_t(t.value->size())});
     }
     std::vector<std::span<const float>> cgrads(grads.begin(), grads.end());
     const double norm = GlobalGradNorm(cgrads);
     if (r.max_grad_norm > 0) ClipByGlobalNorm(grads, norm, r.max_grad_norm);
     const double lr = s.schedule(step);
     s.optimizer->Step(params, lr);
+    if (FullParams* fp = s.model->full_params()) fp->Sync(*s.pool);  // the next step computes with the new masters
 
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     StepLog log;
@@ -359,10 +395,15 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
   }
   s.stopped = step < s.total_steps;
   if (s.last_saved != step) GK_RETURN_IF_ERROR(SaveState(s, step, elapsed()));
-  if (!s.stopped) GK_RETURN_IF_ERROR(s.adapter->SavePeft(r.out + "/adapter", r.model));
+  if (!s.stopped) {
+    if (FullParams* fp = s.model->full_params()) GK_RETURN_IF_ERROR(fp->WriteCheckpoint(r.model, r.out + "/model"));
+    else GK_RETURN_IF_ERROR(s.adapter->SavePeft(r.out + "/adapter", r.model));
+  }
 
   const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
   int64_t total_params = s.config.ParameterCount();
+  const FullParams* full = s.model->full_params();
+  const int64_t trainable = full ? full->ParameterCount() : s.adapter->ParameterCount();
   s.summary = {
       {"config", r.ToJson()},
       {"dataset", {{"dir", s.dataset_dir},
@@ -373,9 +414,10 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
       {"model", {{"dir", r.model}, {"architecture", s.config.arch == Arch::kGemma4 ? "gemma4" : "gemma3"},
                  {"layers", s.config.num_layers}, {"hidden_size", s.config.hidden_size}}},
       {"parameters", {{"total", total_params},
-                      {"trainable", s.adapter->ParameterCount()},
-                      {"trainable_fraction", double(s.adapter->ParameterCount()) / double(std::max<int64_t>(1, total_params))},
-                      {"lora_modules", s.adapter->modules().size()}}},
+                      {"trainable", trainable},
+                      {"trainable_fraction", double(trainable) / double(std::max<int64_t>(1, total_params))},
+                      {"full_finetune", full != nullptr},
+                      {"lora_modules", full ? 0 : s.adapter->modules().size()}}},
       {"hardware", {{"cpu", CpuModelName()},
                     {"threads", s.pool->size()},
                     {"hardware_threads", HardwareThreads()},
@@ -395,7 +437,8 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
       {"memory", {{"remat", r.remat},
                   {"activation_bytes", s.peak_activation_bytes},
                   {"peak_rss_bytes", PeakRssBytes()}}},
-      {"adapter", s.stopped ? nlohmann::json(nullptr) : nlohmann::json(r.out + "/adapter")},
+      {"adapter", s.stopped || full ? nlohmann::json(nullptr) : nlohmann::json(r.out + "/adapter")},
+      {"trained_model", s.stopped || !full ? nlohmann::json(nullptr) : nlohmann::json(r.out + "/model")},
   };
   return WriteFileAtomic(r.out + "/training_run.json", s.summary.dump(2) + "\n");
 }

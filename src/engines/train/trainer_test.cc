@@ -6,12 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "engines/train/checkpoint.h"
 #include "formats/token_dataset.h"
+#include "model/weights.h"
 #include "model/toy_models_test_util.h"
 
 namespace gk::train {
@@ -151,14 +153,70 @@ TEST(Trainer, StoppedAndResumedRunLogsTheSameLosses) {
   EXPECT_NE(mismatch.message().find("different recipe"), std::string::npos) << mismatch.message();
 }
 
+// Full fine-tuning: every weight trains (the loss falls faster than LoRA's), RUN/model is a
+// complete checkpoint the inference engine loads and whose logits are the trained model's, and a
+// stopped run resumes bit for bit from its checkpoint of f32 masters and moments.
+TEST(Trainer, FullFineTuneTrainsWritesTheModelAndResumes) {
+  RunSetup a = MakeSetup("full_straight");
+  TrainRecipe r = Recipe(a);
+  r.full_finetune = true;
+  r.learning_rate = 3e-3;
+  const std::vector<StepLog> straight = RunToEnd(r, false);
+  ASSERT_EQ(straight.size(), 12u);
+  EXPECT_LT(straight.back().loss, 0.5 * straight.front().loss);
+  auto run = nlohmann::json::parse(std::ifstream(a.out + "/training_run.json"));
+  EXPECT_EQ(run["parameters"]["full_finetune"], true);
+  EXPECT_EQ(run["trained_model"], a.out + "/model");
+  EXPECT_FALSE(std::filesystem::exists(a.out + "/adapter"));
+  const ModelConfig c = ToyConfig("tiny", 8);
+  auto base = LoadWeights(r.model, c);
+  auto trained = LoadWeights(a.out + "/model", c);
+  ASSERT_TRUE(trained.ok()) << trained.message();
+  ASSERT_TRUE(base.ok());
+  EXPECT_EQ(trained->layers[0].q.dtype, DType::kBF16);  // the base's dtype
+  EXPECT_NE(std::memcmp(trained->layers[0].q.data, base->layers[0].q.data, size_t(base->layers[0].q.bytes())), 0);
+  EXPECT_EQ(trained->layers[0].layer_scalar, base->layers[0].layer_scalar);  // a buffer, not trained
+  EXPECT_NE(trained->final_norm, base->final_norm);
+
+  RunSetup b = MakeSetup("full_resumed");
+  TrainRecipe rb = Recipe(b);
+  rb.full_finetune = true;
+  rb.learning_rate = 3e-3;
+  bool stopped = false;
+  const std::vector<StepLog> first = RunToEnd(rb, false, /*stop_after=*/5, &stopped);
+  EXPECT_TRUE(stopped);
+  EXPECT_FALSE(std::filesystem::exists(b.out + "/model"));  // a stopped run writes no final model
+  const std::vector<StepLog> rest = RunToEnd(rb, true);
+  ASSERT_EQ(first.size() + rest.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    const StepLog& got = i < first.size() ? first[i] : rest[i - first.size()];
+    EXPECT_EQ(got.loss, straight[i].loss) << "step " << i + 1;
+    EXPECT_EQ(got.grad_norm, straight[i].grad_norm) << "step " << i + 1;
+  }
+  // A LoRA recipe does not resume a full fine-tuning checkpoint.
+  TrainRecipe lora = Recipe(b);
+  lora.max_steps = 16;
+  ThreadPool pool(1);
+  EXPECT_FALSE(Trainer::Create(lora, b.data, &pool, true).ok());
+}
+
 TEST(Trainer, RefusesWhatItCannotTrain) {
   RunSetup s = MakeSetup("refuse");
   ThreadPool pool(1);
   TrainRecipe r = Recipe(s);
   r.full_finetune = true;
+  r.max_bytes = 1 << 20;  // a full fine-tune that does not fit: refused before the model loads, with the numbers
   auto t = Trainer::Create(r, r.data, &pool, false);
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.message().find("full fine-tuning"), std::string::npos);
+  EXPECT_NE(t.message().find("needs"), std::string::npos) << t.message();
+  EXPECT_NE(t.message().find("master weights"), std::string::npos) << t.message();
+  EXPECT_NE(t.message().find("memory.max_bytes"), std::string::npos) << t.message();
+  EXPECT_FALSE(std::filesystem::exists(s.out + "/metrics.jsonl"));
+  r.init_adapter = s.model;  // init_adapter belongs to LoRA runs
+  r.max_bytes = 0;
+  t = Trainer::Create(r, r.data, &pool, false);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("init_adapter"), std::string::npos) << t.message();
   r = Recipe(s);
   r.micro_batch = 8;
   r.grad_accum = 2;  // 16 rows a step, 8 in the data set

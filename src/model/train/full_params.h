@@ -52,6 +52,13 @@ class FullParams {
   void Sync(ThreadPool& pool);
   int64_t ParameterCount() const;
 
+  // Writes the trained model as a complete Hugging Face checkpoint: source_dir's files, tensor
+  // for tensor and shard for shard, with every trained tensor rounded from its master into its
+  // dtype there, every other one (layer_scalar, the unused k/v of KV-shared layers, vision and
+  // audio towers) as it is; config, generation config, tokenizer and shard index copied. The
+  // directory is written beside out_dir and renamed into place (a kill leaves the old one).
+  Status WriteCheckpoint(const std::string& source_dir, const std::string& out_dir) const;
+
  private:
   std::vector<FullParam> params_;
   std::unordered_map<const void*, float*> grad_of_;

@@ -300,21 +300,26 @@ void TrainingModel::AddNormGrad(const std::vector<float>& w, const float* x, con
   float* g = WeightGrad(&w);
   if (g == nullptr) return;
   const double eps = config_.rms_norm_eps;
-  // Per-thread partial sums over rows, then one reduction: no two threads write one column.
-  std::vector<double> part(size_t(pool_->size()) * size_t(n), 0.0);
-  pool_->ParallelFor(rows, [&](int64_t b, int64_t e, int thread) {
-    double* acc = part.data() + size_t(thread) * size_t(n);
-    for (int64_t t = b; t < e; ++t) {
-      const float* xr = x + t * n;
-      const float* dr = dy + t * n;
-      double ss = 0;
-      for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * xr[i];
-      const double r = 1.0 / std::sqrt(ss / double(n) + eps);
-      for (int64_t i = 0; i < n; ++i) acc[i] += double(dr[i]) * xr[i] * r;
+  // Partial sums over fixed blocks of rows, then a reduction in block order: no two threads
+  // write one column, and the sum is the same however the pool schedules the blocks (resumed
+  // runs repeat bit for bit).
+  const int64_t blocks = std::min<int64_t>(rows, 16);
+  std::vector<double> part(size_t(blocks) * size_t(n), 0.0);
+  pool_->ParallelFor(blocks, [&](int64_t b0, int64_t b1, int) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      double* acc = part.data() + size_t(blk) * size_t(n);
+      for (int64_t t = blk * rows / blocks; t < (blk + 1) * rows / blocks; ++t) {
+        const float* xr = x + t * n;
+        const float* dr = dy + t * n;
+        double ss = 0;
+        for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * xr[i];
+        const double r = 1.0 / std::sqrt(ss / double(n) + eps);
+        for (int64_t i = 0; i < n; ++i) acc[i] += double(dr[i]) * xr[i] * r;
+      }
     }
   });
-  for (int th = 0; th < pool_->size(); ++th) {
-    for (int64_t i = 0; i < n; ++i) g[i] += float(part[size_t(th) * size_t(n) + size_t(i)]);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    for (int64_t i = 0; i < n; ++i) g[i] += float(part[size_t(blk) * size_t(n) + size_t(i)]);
   }
 }
 

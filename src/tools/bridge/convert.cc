@@ -15,7 +15,7 @@
 #include "model/weights.h"
 #include "tensor/dtype.h"
 #include "tools/bridge/lora_source.h"
-#include "tools/bridge/side_files.h"
+#include "formats/checkpoint_side_files.h"
 #include "util/atomic_file.h"
 
 namespace gk::bridge {

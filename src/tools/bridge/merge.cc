@@ -12,7 +12,7 @@
 #include "formats/safetensors.h"
 #include "kernels/gemm.h"
 #include "tensor/dtype.h"
-#include "tools/bridge/side_files.h"
+#include "formats/checkpoint_side_files.h"
 #include "util/host_info.h"
 
 namespace gk::bridge {

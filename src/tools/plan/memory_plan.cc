@@ -5,51 +5,6 @@
 #include "util/result.h"
 
 namespace gk::plan {
-namespace {
-
-// Elements of TrainingModel::LayerActs sized for heads H, kv heads K, MLP width F.
-int64_t LayerActElements(const ModelConfig& c, int64_t H, int64_t K, int64_t F, int lora_targets, int rank, int64_t T) {
-  const int64_t D = c.hidden_size, NH = int64_t(c.num_heads) * H, KH = K * H;
-  int64_t n = T * D;           // xn
-  n += T * NH + 2 * T * KH;    // q_raw, k_raw, v_raw
-  n += T * NH + 2 * T * KH;    // q, k, v
-  n += T * NH;                 // att
-  n += int64_t(c.num_heads) * T;  // lse
-  n += 3 * T * D;              // o, x1, xn2
-  n += 3 * T * F;              // g, up, act
-  n += T * D;                  // m
-  n += int64_t(lora_targets) * T * rank;  // u
-  return n;
-}
-
-// LoRA targets present in layer l (the PEFT set the trainer adapts: every projection that exists).
-int LoraTargets(const ModelConfig& c, int l) { return c.KEqV(l) ? 6 : 7; }
-
-}  // namespace
-
-int64_t ActivationBytes(const ModelConfig& c, const ActivationOptions& o) {
-  const int64_t T = o.tokens, D = c.hidden_size;
-  int64_t n = int64_t(c.num_layers + 1) * T * D;  // layer_inputs
-  if (o.remat) {
-    // One shared buffer sized for the largest layer, each dimension maximised separately.
-    int64_t H = 0, K = 0, F = 0;
-    int targets = 0;
-    for (int l = 0; l < c.num_layers; ++l) {
-      H = std::max<int64_t>(H, c.HeadDim(l));
-      K = std::max<int64_t>(K, c.KvHeads(l));
-      F = std::max<int64_t>(F, c.MlpWidth(l));
-      targets = std::max(targets, LoraTargets(c, l));
-    }
-    n += LayerActElements(c, H, K, F, o.lora_rank > 0 ? targets : 0, o.lora_rank, T);
-  } else {
-    for (int l = 0; l < c.num_layers; ++l) {
-      n += LayerActElements(c, c.HeadDim(l), c.KvHeads(l), c.MlpWidth(l), o.lora_rank > 0 ? LoraTargets(c, l) : 0,
-                            o.lora_rank, T);
-    }
-  }
-  return n * o.elem_bytes;
-}
-
 TrainMemory TrainingMemory(const ModelConfig& c, const std::vector<TensorGroup>& base, const Mesh& m,
                            const TrainPlanOptions& o) {
   TrainMemory r;

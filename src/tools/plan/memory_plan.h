@@ -7,23 +7,14 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/train/training_memory.h"
 #include "tools/plan/sharding.h"
 
 namespace gk::plan {
 
-// Bytes the training forward keeps for the backward pass, from the tensors the real trainer
-// (model/train/training_buffers.h) allocates: every layer's input (L+1 of (T, D)) plus the
-// per-layer tensors (norm outputs, q/k/v before and after their norms, attention output and
-// log-sum-exp, o, residual, gate/up/act, down, LoRA A-products): all layers' without remat,
-// one (the largest layer's) with remat. No T×T scores (flash attention). `elem_bytes` 4 is our
-// f32 CPU trainer (matches TrainingModel::activation_bytes() exactly); 2 is bf16 activations.
-struct ActivationOptions {
-  int64_t tokens = 0;  // T of one micro-batch
-  int lora_rank = 0;   // 0 = no LoRA products
-  bool remat = false;
-  int elem_bytes = 4;
-};
-int64_t ActivationBytes(const ModelConfig& c, const ActivationOptions& o);
+// The trainer's activation estimate (model/train/training_memory.h), under the plan's names.
+using ::gk::ActivationOptions;
+inline int64_t ActivationBytes(const ModelConfig& c, const ActivationOptions& o) { return TrainingActivationBytes(c, o); }
 
 struct TrainPlanOptions {
   int64_t seq_len = 3072;

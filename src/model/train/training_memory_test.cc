@@ -1,18 +1,21 @@
-// The planner's activation estimate against what the real trainer keeps: for toy Gemma 4
-// (tiny) and Gemma 3 shapes, with and without LoRA and remat, ActivationBytes must equal
-// TrainingModel::activation_bytes() after a forward/backward pass, byte for byte.
+// The memory estimate (used by `gemmakit plan` and by the trainer's check before a full
+// fine-tune) against what the real trainer allocates: for every toy Gemma 4 variant (dense,
+// PLE + KV sharing, MoE) and Gemma 3, with and without LoRA and remat, TrainingActivationBytes
+// must equal TrainingModel::activation_bytes() after a forward/backward pass, byte for byte;
+// FullFineTuneParameters must equal the elements FullParams trains.
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "model/train/full_params.h"
 #include "model/train/lora.h"
 #include "model/train/training_model.h"
 #include "model/toy_models_test_util.h"
 #include "model/weights.h"
 #include "tensor/thread_pool.h"
-#include "tools/plan/memory_plan.h"
+#include "model/train/training_memory.h"
 
-namespace gk::plan {
+namespace gk {
 namespace {
 
 int64_t MeasuredActivationBytes(const ModelConfig& c, const std::string& dir, int rank, bool remat, int tokens) {
@@ -44,20 +47,35 @@ int64_t MeasuredActivationBytes(const ModelConfig& c, const std::string& dir, in
   return (*m)->activation_bytes();
 }
 
-TEST(PlanActivations, MatchesTheTrainersBuffers) {
-  for (const char* preset : {"tiny", "gemma3-270m"}) {
+TEST(TrainingMemory, ActivationsMatchTheTrainersBuffers) {
+  for (const char* preset : {"tiny", "tiny-e2b", "tiny-moe", "gemma3-270m"}) {
     const ModelConfig c = ToyConfig(preset, 5);
     const std::string dir = WriteToyModel(c, std::string("gk_plan_act_") + preset, DType::kF32, 7);
     for (int rank : {0, 4}) {
       for (bool remat : {false, true}) {
         const int T = 37;
         const int64_t measured = MeasuredActivationBytes(c, dir, rank, remat, T);
-        const int64_t estimated = ActivationBytes(c, {T, rank, remat, 4});
+        const int64_t estimated = TrainingActivationBytes(c, {T, rank, remat, 4});
         EXPECT_EQ(estimated, measured) << preset << " rank " << rank << " remat " << remat;
       }
     }
   }
 }
 
+TEST(TrainingMemory, FullFineTuneParametersAreWhatFullParamsTrains) {
+  for (const char* preset : {"tiny", "tiny-e2b", "tiny-moe", "gemma3-270m"}) {
+    const ModelConfig c = ToyConfig(preset, 5);
+    const std::string dir = WriteToyModel(c, std::string("gk_full_params_") + preset, DType::kBF16, 7);
+    auto w = LoadWeights(dir, c);
+    ASSERT_TRUE(w.ok()) << w.message();
+    auto fp = FullParams::Create(dir, c, &*w);
+    ASSERT_TRUE(fp.ok()) << fp.message();
+    EXPECT_EQ(FullFineTuneParameters(c), fp->ParameterCount()) << preset;
+    const FullFineTuneMemory m = EstimateFullFineTune(c, 2, 64, true);
+    EXPECT_EQ(m.params, fp->ParameterCount());
+    EXPECT_GT(m.total, 18.0 * double(m.params));  // 2 + 4 + 4 + 8 B per parameter, plus activations
+  }
+}
+
 }  // namespace
-}  // namespace gk::plan
+}  // namespace gk

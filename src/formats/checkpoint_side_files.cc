@@ -1,9 +1,9 @@
-#include "tools/bridge/side_files.h"
+#include "formats/checkpoint_side_files.h"
 
 #include <filesystem>
 #include <set>
 
-namespace gk::bridge {
+namespace gk {
 
 namespace fs = std::filesystem;
 
@@ -29,4 +29,4 @@ Status CopyCheckpointSideFiles(const std::string& from, const std::string& to_di
   return Status::Ok();
 }
 
-}  // namespace gk::bridge
+}  // namespace gk

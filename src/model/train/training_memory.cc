@@ -1,0 +1,99 @@
+#include "model/train/training_memory.h"
+
+#include <algorithm>
+
+#include "util/result.h"
+
+namespace gk {
+namespace {
+
+// Elements of TrainingModel::LayerActs sized for heads H, kv heads K, MLP width F.
+int64_t LayerActElements(const ModelConfig& c, int64_t H, int64_t K, int64_t F, int lora_targets, int rank, int64_t T) {
+  const int64_t D = c.hidden_size, NH = int64_t(c.num_heads) * H, KH = K * H;
+  int64_t n = T * D;           // xn
+  n += T * NH + 2 * T * KH;    // q_raw, k_raw, v_raw
+  n += T * NH + 2 * T * KH;    // q, k, v
+  n += T * NH;                 // att
+  n += int64_t(c.num_heads) * T;  // lse
+  n += 3 * T * D;              // o, x1, xn2
+  n += 3 * T * F;              // g, up, act
+  n += T * D;                  // m
+  n += int64_t(lora_targets) * T * rank;  // u
+  if (c.enable_moe_block) {
+    const int64_t E = c.num_experts, k = c.top_k_experts, Fe = c.moe_intermediate_size;
+    n += 3 * T * D;                     // mm, xe, y
+    n += T * E + 3 * T * k;             // probs, top, top_w, order
+    n += T * k * (2 * Fe + Fe + D);     // eg, ea, eo
+  }
+  if (c.hidden_size_per_layer_input > 0) {
+    n += 2 * T * D + 2 * T * c.hidden_size_per_layer_input;  // x2, ple_o, ple_g, ple_a
+  }
+  return n;
+}
+
+}  // namespace
+
+int LoraProjections(const ModelConfig& c, int l) {
+  if (c.IsKvShared(l)) return 5;  // q, o, gate, up, down
+  return c.KEqV(l) ? 6 : 7;
+}
+
+int64_t TrainingActivationBytes(const ModelConfig& c, const ActivationOptions& o) {
+  const int64_t T = o.tokens, D = c.hidden_size;
+  int64_t n = int64_t(c.num_layers + 1) * T * D;  // layer_inputs
+  if (o.remat) {
+    // One shared buffer sized for the largest layer, each dimension maximised separately, with
+    // the A-products of every projection kind some layer adapts.
+    int64_t H = 0, K = 0, F = 0;
+    bool has_v = false, has_k = false;
+    for (int l = 0; l < c.num_layers; ++l) {
+      H = std::max<int64_t>(H, c.HeadDim(l));
+      K = std::max<int64_t>(K, c.KvHeads(l));
+      F = std::max<int64_t>(F, c.MlpWidth(l));
+      has_k |= !c.IsKvShared(l);
+      has_v |= !c.IsKvShared(l) && !c.KEqV(l);
+    }
+    const int targets = 5 + int(has_k) + int(has_v);
+    n += LayerActElements(c, H, K, F, o.lora_rank > 0 ? targets : 0, o.lora_rank, T);
+  } else {
+    for (int l = 0; l < c.num_layers; ++l) {
+      n += LayerActElements(c, c.HeadDim(l), c.KvHeads(l), c.MlpWidth(l),
+                            o.lora_rank > 0 ? LoraProjections(c, l) : 0, o.lora_rank, T);
+    }
+  }
+  return n * o.elem_bytes;
+}
+
+int64_t FullFineTuneParameters(const ModelConfig& c) {
+  int64_t n = c.ParameterCount();
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (c.arch == Arch::kGemma4) n -= 1;  // layer_scalar
+    if (c.IsKvShared(l)) {
+      // ParameterCount counts k (and v) and k_norm of every layer; shared layers read none.
+      n -= int64_t(c.KvHeads(l)) * c.HeadDim(l) * c.hidden_size * (c.KEqV(l) ? 1 : 2) + c.HeadDim(l);
+    }
+  }
+  return n;
+}
+
+FullFineTuneMemory EstimateFullFineTune(const ModelConfig& c, int weight_bytes, int64_t tokens, bool remat) {
+  FullFineTuneMemory m;
+  m.params = FullFineTuneParameters(c);
+  const double p = double(m.params);
+  m.items.push_back({StrCat("weights (", weight_bytes == 2 ? "bf16" : "f32", ", what the passes read)"),
+                     p * weight_bytes, "every trained tensor in the checkpoint's dtype"});
+  m.items.push_back({"master weights (f32)", 4 * p, "updated by AdamW, rounded into the weights"});
+  m.items.push_back({"gradients (f32)", 4 * p, "accumulated over the micro-batches"});
+  m.items.push_back({"AdamW m + v (f32)", 8 * p, "2 × 4 B per parameter"});
+  const double act = double(TrainingActivationBytes(c, {tokens, 0, remat, 4}));
+  m.items.push_back({StrCat("activations (f32", remat ? ", remat per layer)" : ", no remat)"), act,
+                     StrCat("T = ", tokens, " tokens of one micro-batch")});
+  // LossHead: a ~16 MiB vocabulary chunk of widened embedding rows and of logits, plus the
+  // normed rows and their gradients (at most T × D each).
+  m.items.push_back({"loss head (f32)", 2.0 * (16 << 20) + 2.0 * 4 * double(tokens) * c.hidden_size,
+                     "one vocabulary chunk at a time"});
+  for (const MemoryItem& i : m.items) m.total += i.bytes;
+  return m;
+}
+
+}  // namespace gk

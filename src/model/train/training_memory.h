@@ -1,0 +1,52 @@
+// What the trainer (training_model.h) holds in memory, computed from the config alone, so that
+// `gemmakit plan` and the trainer's own check before step 1 agree with what a run allocates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace gk {
+
+// Bytes the training forward keeps for the backward pass, from the tensors the trainer
+// (training_buffers.h) allocates: every layer's input (L+1 of (T, D)) plus the per-layer
+// tensors (norm outputs, q/k/v before and after their norms, attention output and log-sum-exp,
+// o, residual, gate/up/act, down, LoRA A-products; MoE routing and expert activations; PLE
+// gate and projection): all layers' without remat, one (the largest layer's) with remat. No
+// T×T scores (flash attention). `elem_bytes` 4 is the f32 CPU trainer (equal to
+// TrainingModel::activation_bytes()); 2 is bf16 activations.
+struct ActivationOptions {
+  int64_t tokens = 0;  // T of one micro-batch
+  int lora_rank = 0;   // 0 = no LoRA products
+  bool remat = false;
+  int elem_bytes = 4;
+};
+int64_t TrainingActivationBytes(const ModelConfig& c, const ActivationOptions& o);
+
+// LoRA modules of layer l when every projection that exists is adapted (no v_proj on K=V
+// layers, no k_proj / v_proj on KV-shared layers).
+int LoraProjections(const ModelConfig& c, int l);
+
+// Full fine-tuning's trainable elements (FullParams): every tensor the decoder reads except
+// layer_scalar (so not the unused k/v of KV-shared layers).
+int64_t FullFineTuneParameters(const ModelConfig& c);
+
+struct MemoryItem {
+  std::string what;
+  double bytes = 0;
+  std::string how;
+};
+
+// The CPU trainer's memory for full fine-tuning: weights in their dtype (weight_bytes per
+// element), f32 masters, f32 gradients, AdamW's two f32 moments, f32 activations of a
+// micro-batch of `tokens`, and the loss head's vocabulary chunk.
+struct FullFineTuneMemory {
+  int64_t params = 0;
+  std::vector<MemoryItem> items;
+  double total = 0;
+};
+FullFineTuneMemory EstimateFullFineTune(const ModelConfig& c, int weight_bytes, int64_t tokens, bool remat);
+
+}  // namespace gk
