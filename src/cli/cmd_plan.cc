@@ -1,5 +1,5 @@
 // gemmakit plan (--model DIR | --preset NAME) --mesh fsdp=F,tp=T --hardware NAME
-//   [--train --seq-len N --micro-batch B --lora-rank R --remat] [--serve --max-model-len N
+//   [--train --seq-len N --micro-batch B (--lora-rank R | --full) --remat] [--serve --max-model-len N
 //   --kv-cache-dtype bf16|fp8 --batch B] [--project] [--catalog FILE]
 // A sharding plan and the memory per device for training and/or serving a Gemma 4 model on a
 // catalog machine; --project adds roofline step/TTFT/TPOT projections (docs/COST.md).
@@ -23,7 +23,7 @@ namespace {
 
 struct PlanArgs {
   std::string model, preset, mesh, hardware, catalog;
-  bool train = false, serve = false, project = false, remat = false;
+  bool train = false, serve = false, project = false, remat = false, full = false, lora_rank_given = false;
   int64_t seq_len = 3072, max_model_len = 16384;
   int micro_batch = 1, lora_rank = 64, batch = 1;
   std::string kv_dtype = "bf16";
@@ -216,14 +216,16 @@ int RunPlan(int argc, char** argv) {
   CLI::App app{"Sharding plan, memory per device and (--project) roofline projections for training and serving (docs/COST.md)."};
   PlanArgs a;
   app.add_option("--model", a.model, "model directory (config.json)");
-  app.add_option("--preset", a.preset, "a named shape instead of --model: 31b, e4b, e2b, tiny, gemma3-1b, ...");
+  app.add_option("--preset", a.preset, "a named shape instead of --model: 31b, 26b-a4b, e4b, e2b, tiny, ...");
   app.add_option("--mesh", a.mesh, "device mesh fsdp=F,tp=T; F × T must equal the machine's chips")->required();
   app.add_option("--hardware", a.hardware, "machine type or chip of the catalog, or cpu (this machine, measured)")->required();
   app.add_option("--catalog", a.catalog, "hardware catalog TOML (default: the built-in data/hardware.toml)");
   app.add_flag("--train", a.train, "plan LoRA / full fine-tuning");
   app.add_option("--seq-len", a.seq_len, "training: tokens per sequence (default 3072)")->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   app.add_option("--micro-batch", a.micro_batch, "training: sequences per data-parallel group per step (default 1)")->check(CLI::Range(1, 1 << 16));
-  app.add_option("--lora-rank", a.lora_rank, "training: LoRA rank, 0 = full fine-tuning (default 64)")->check(CLI::Range(0, 1 << 16));
+  auto* rank_opt = app.add_option("--lora-rank", a.lora_rank, "training: LoRA rank, 0 = full fine-tuning (default 64)")
+                       ->check(CLI::Range(0, 1 << 16));
+  app.add_flag("--full", a.full, "training: full fine-tuning (every weight; f32 masters, gradients and AdamW moments)");
   app.add_flag("--remat", a.remat, "training: recompute each decoder layer in the backward pass");
   app.add_flag("--serve", a.serve, "plan vLLM-style serving: weights, KV cache, concurrent requests");
   app.add_option("--max-model-len", a.max_model_len, "serving: longest context (default 16384)")->check(CLI::Range(int64_t(1), int64_t(1) << 24));
@@ -231,14 +233,16 @@ int RunPlan(int argc, char** argv) {
   app.add_option("--batch", a.batch, "serving --project: concurrent sequences per decode step (default 1)")->check(CLI::Range(1, 1 << 16));
   app.add_flag("--project", a.project, "add roofline projections (training step, TTFT, TPOT) beside the reference case's measurements");
   CLI11_PARSE(app, argc, argv);
+  a.lora_rank_given = rank_opt->count() > 0;
   if (a.model.empty() == a.preset.empty()) return Fail("plan: give exactly one of --model DIR or --preset NAME");
   if (!a.train && !a.serve) return Fail("plan: give --train and/or --serve");
   auto cfg = a.preset.empty() ? LoadModelConfig(a.model) : PresetConfig(a.preset);
   if (!cfg.ok()) return Fail(cfg.status());
   const ModelConfig& c = *cfg;
   if (c.arch != Arch::kGemma4) return Fail("plan: only Gemma 4 models are modelled (this is Gemma 3)");
-  if (c.hidden_size_per_layer_input > 0 || c.enable_moe_block || c.num_kv_shared_layers > 0) {
-    return Fail("plan: per-layer embeddings, KV sharing and MoE (E2B/E4B/26B-A4B) are not modelled yet; use 31B-shaped models");
+  if (a.full) {
+    if (a.lora_rank_given && a.lora_rank != 0) return Fail("plan: --full trains every weight; drop --lora-rank");
+    a.lora_rank = 0;
   }
   auto mesh = plan::ParseMesh(a.mesh);
   if (!mesh.ok()) return Fail(mesh.status());
@@ -264,6 +268,19 @@ int RunPlan(int argc, char** argv) {
               a.preset.empty() ? a.model.c_str() : a.preset.c_str(), c.ParameterCount() / 1e9, c.num_layers,
               int(std::count(c.layer_types.begin(), c.layer_types.end(), LayerType::kFull)), c.hidden_size, c.num_heads,
               c.num_kv_heads, c.KvHeads(FirstFullLayer(c)));
+  if (c.hidden_size_per_layer_input > 0 || c.num_kv_shared_layers > 0) {
+    std::printf("  per-layer embeddings: %d per layer and token (table %.2f B parameters, a lookup); the last %d layers "
+                "read earlier layers' KV cache%s\n",
+                c.hidden_size_per_layer_input,
+                double(c.vocab_size_per_layer_input) * c.num_layers * c.hidden_size_per_layer_input / 1e9,
+                c.num_kv_shared_layers, c.use_double_wide_mlp ? " and have a double-wide MLP" : "");
+  }
+  if (c.enable_moe_block) {
+    std::printf("  mixture of experts: %d experts of width %d beside a dense MLP of %d, top %d per token: %.2f B "
+                "parameters active per token\n",
+                c.num_experts, c.moe_intermediate_size, c.intermediate_size, c.top_k_experts,
+                (double(c.ParameterCount()) - c.num_layers * plan::ExpertParamsPerLayer(c) * (1.0 - double(c.top_k_experts) / c.num_experts)) / 1e9);
+  }
   std::printf("hardware %s: %d × %s (%s, %.3g TFLOP/s bf16, %.0f GB/s)%s, mesh %s\n", hw->name.c_str(), hw->chips,
               hw->chip.name.c_str(), GiB(hw->chip.MemoryBytes()).c_str(), hw->chip.bf16_tflops, hw->chip.memory_bandwidth_gb_s,
               hw->price_per_hour > 0 ? StrCat(", $", Num("%.2f", hw->price_per_hour), "/h").c_str() : "", m.Text().c_str());

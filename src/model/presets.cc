@@ -50,7 +50,7 @@ ModelConfig Gemma3Base(int layers, int d, int f) {
 }  // namespace
 
 std::vector<std::string> PresetNames() {
-  return {"tiny", "tiny-e2b", "tiny-moe", "e2b", "e4b", "31b", "gemma3-270m", "gemma3-1b"};
+  return {"tiny", "tiny-e2b", "tiny-moe", "e2b", "e4b", "26b-a4b", "31b", "gemma3-270m", "gemma3-1b"};
 }
 
 Result<ModelConfig> PresetConfig(const std::string& name) {
@@ -92,6 +92,21 @@ Result<ModelConfig> PresetConfig(const std::string& name) {
     c.sliding_window = 1024;
     c.max_position_embeddings = 262144;
     c.layer_types = Pattern(60, 6);
+  } else if (name == "26b-a4b") {
+    c.hidden_size = 2816;
+    c.intermediate_size = 2112;  // the dense MLP beside the experts
+    c.num_layers = 30;
+    c.num_heads = 16;
+    c.num_kv_heads = 8;
+    c.num_global_kv_heads = 2;
+    c.attention_k_eq_v = true;
+    c.sliding_window = 1024;
+    c.max_position_embeddings = 262144;
+    c.layer_types = Pattern(30, 6);
+    c.enable_moe_block = true;
+    c.num_experts = 128;
+    c.top_k_experts = 8;
+    c.moe_intermediate_size = 704;
   } else if (name == "e4b") {
     c.hidden_size = 2560;
     c.intermediate_size = 10240;

@@ -123,6 +123,18 @@ def test_plan(gk):
     expect_error(gk, [*base, "--mesh", "fsdp=1,tp=4", "--hardware", "tpu-v9"], "unknown hardware 'tpu-v9'")
     expect_error(gk, ["plan", "--preset", "31b", "--mesh", "tp=4", "--hardware", "tpu-v5p-8"], "give --train and/or --serve")
     expect_error(gk, ["plan", "--model", "/nonexistent", "--train", "--mesh", "tp=4", "--hardware", "tpu-v5p-8"], "config.json")
+    # The other variants: E2B's per-layer embeddings and KV sharing, 26B-A4B's experts, full fine-tuning.
+    rc, out, err = run(gk, "plan", "--preset", "e2b", "--train", "--full", "--remat", "--serve", "--mesh", "fsdp=1,tp=1",
+                       "--hardware", "h200", "--project")
+    check(rc == 0 and "4.65 B parameters" in out and "table 2.35 B parameters" in out and "master weights (f32)" in out,
+          f"plan e2b --full: {rc} {out} {err}")
+    rc, out, err = run(gk, "plan", "--preset", "26b-a4b", "--train", "--mesh", "fsdp=4,tp=1", "--hardware", "tpu-v5p-8",
+                       "--serve")
+    check(rc == 0 and "25.23 B parameters" in out and "3.82 B parameters active per token" in out and
+          "moe.gating_einsum" in out, f"plan 26b-a4b: {rc} {out} {err}")
+    expect_error(gk, ["plan", "--preset", "26b-a4b", "--train", "--mesh", "fsdp=1,tp=4", "--hardware", "tpu-v5p-8"],
+                 "tp=4 does not divide num_global_key_value_heads=2")
+    expect_error(gk, [*base, "--full", "--mesh", "fsdp=1,tp=4", "--hardware", "tpu-v5p-8"], "--full trains every weight")
 
 
 def main():

@@ -21,8 +21,15 @@ TrainMemory TrainingMemory(const ModelConfig& c, const std::vector<TensorGroup>&
   }
   r.trainable = TotalElements(trainable);
   const double tr_dev = double(ElementsPerDevice(trainable, m));
-  if (o.lora_rank > 0) r.lines.push_back({"LoRA factors (bf16, Qwix: the base dtype)", 2 * tr_dev, "inherited spec, filtered"});
-  r.lines.push_back({"gradients (bf16)", 2 * tr_dev, "same specs as the trainable params"});
+  if (o.lora_rank > 0) {
+    r.lines.push_back({"LoRA factors (bf16, Qwix: the base dtype)", 2 * tr_dev, "inherited spec, filtered"});
+    r.lines.push_back({"gradients (bf16)", 2 * tr_dev, "same specs as the trainable params"});
+  } else {
+    // Mixed precision, as gemmakit's trainer and PyTorch's AMP recipes train: the bf16 weights
+    // the passes read, f32 masters that AdamW updates, f32 gradients.
+    r.lines.push_back({"master weights (f32)", 4 * tr_dev, "AdamW updates these, rounded into the bf16 weights"});
+    r.lines.push_back({"gradients (f32)", 4 * tr_dev, "same specs as the weights"});
+  }
   r.lines.push_back({"AdamW m + v (f32)", 8 * tr_dev, "2 × 4 B per trainable param, same filter"});
   // Activations of one data-parallel (fsdp) rank's micro-batch; every (T, ·) tensor split over
   // tp (Tunix act_btd / act_btf / act_btnh put tp on the last axis).
@@ -75,16 +82,26 @@ Status CheckServeTp(const ModelConfig& c, int tp) {
 }
 
 double ServingWeightBytesPerDevice(const ModelConfig& c, int tp) {
-  const double D = c.hidden_size;
+  const double D = c.hidden_size, P = c.hidden_size_per_layer_input, L = c.num_layers;
   double n = double(c.vocab_size) * D / tp + D;  // vocab-parallel embedding, final norm
+  // PLE: the vocab-parallel per-layer table and the model projection split over tp.
+  if (P > 0) n += (double(c.vocab_size_per_layer_input) * L * P + D * L * P) / tp + P;
   for (int l = 0; l < c.num_layers; ++l) {
     const double H = c.HeadDim(l), F = c.MlpWidth(l);
-    n += 2.0 * c.num_heads * H * D / tp;                                 // q, o
-    n += KvHeadsPerDevice(c.KvHeads(l), tp) * H * D * (c.KEqV(l) ? 1 : 2);  // k (and v), replicated heads whole
+    n += 2.0 * c.num_heads * H * D / tp;  // q, o
+    if (!c.IsKvShared(l)) {               // KV-shared layers read another layer's cache: no k/v weights
+      n += KvHeadsPerDevice(c.KvHeads(l), tp) * H * D * (c.KEqV(l) ? 1 : 2);  // k (and v), replicated heads whole
+    }
     n += 3.0 * D * F / tp;
-    n += 4 * D + 2 * H + 1;
+    n += 4 * D + 2 * H + (c.arch == Arch::kGemma4 ? 1 : 0);
+    if (P > 0) n += 2.0 * D * P / tp + D;
+    if (c.enable_moe_block) n += ExpertParamsPerLayer(c) / tp + double(c.num_experts) * D + 4 * D + c.num_experts;
   }
   return 2.0 * n;
+}
+
+double ExpertParamsPerLayer(const ModelConfig& c) {
+  return c.enable_moe_block ? 3.0 * c.num_experts * c.hidden_size * c.moe_intermediate_size : 0;
 }
 
 ServeMemory ServingMemory(const ModelConfig& c, int tp, double device_bytes, int64_t max_model_len) {

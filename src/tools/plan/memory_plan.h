@@ -60,7 +60,10 @@ struct ServeMemory {
 // nor replicate; the error names the field.
 Status CheckServeTp(const ModelConfig& c, int tp);
 ServeMemory ServingMemory(const ModelConfig& c, int tp, double device_bytes, int64_t max_model_len);
-// Weight bytes of one device when serving with tp (bf16).
+// Weight bytes of one device when serving with tp (bf16): every weight split over tp but the
+// norms, the MoE router and kv heads fewer than tp; KV-shared layers hold no k/v.
 double ServingWeightBytesPerDevice(const ModelConfig& c, int tp);
+// The expert matrices of one MoE layer (gate, up, down of every expert), 0 without MoE.
+double ExpertParamsPerLayer(const ModelConfig& c);
 
 }  // namespace gk::plan

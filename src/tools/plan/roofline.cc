@@ -1,6 +1,7 @@
 #include "tools/plan/roofline.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tools/plan/memory_plan.h"
 #include "util/result.h"
@@ -19,9 +20,20 @@ double AllGatherSeconds(double bytes, int n, const cost::Chip& chip) {
   return double(n - 1) / n * bytes / (chip.InterconnectBytesPerS() / 2);
 }
 
+// Matmul parameters one token of layer l goes through: q, o, k (and v) unless KV-shared, the
+// dense MLP, PLE's gate and projection, and of the MoE block the router and top_k experts.
 double LayerMatmulParams(const ModelConfig& c, int l) {
   const double D = c.hidden_size, H = c.HeadDim(l), K = c.KvHeads(l);
-  return 2.0 * c.num_heads * H * D + K * H * D * (c.KEqV(l) ? 1 : 2) + 3.0 * D * c.MlpWidth(l);
+  double n = 2.0 * c.num_heads * H * D + 3.0 * D * c.MlpWidth(l);
+  if (!c.IsKvShared(l)) n += K * H * D * (c.KEqV(l) ? 1 : 2);
+  n += 2.0 * D * c.hidden_size_per_layer_input;
+  if (c.enable_moe_block) n += double(c.num_experts) * D + ExpertParamsPerLayer(c) * c.top_k_experts / c.num_experts;
+  return n;
+}
+
+// The per-layer inputs' projection (D → L·P), once per token; the PLE table is a lookup.
+double PleProjectionParams(const ModelConfig& c) {
+  return double(c.hidden_size) * c.num_layers * c.hidden_size_per_layer_input;
 }
 
 // One new token attending over `context` keys (sliding layers: at most the window).
@@ -36,9 +48,14 @@ double DecodeAttentionFlops(const ModelConfig& c, int64_t context) {
 }  // namespace
 
 double MatmulParams(const ModelConfig& c) {
-  double n = double(c.vocab_size) * c.hidden_size;
+  double n = double(c.vocab_size) * c.hidden_size + PleProjectionParams(c);
   for (int l = 0; l < c.num_layers; ++l) n += LayerMatmulParams(c, l);
   return n;
+}
+
+double StoredMatmulParams(const ModelConfig& c) {
+  const double idle_experts = ExpertParamsPerLayer(c) * (1.0 - double(c.top_k_experts) / std::max(1, c.num_experts));
+  return MatmulParams(c) + c.num_layers * (c.enable_moe_block ? idle_experts : 0.0);
 }
 
 double AttentionFlopsPerToken(const ModelConfig& c, int64_t seq) {
@@ -71,8 +88,9 @@ TrainProjection ProjectTraining(const ModelConfig& c, const cost::Machine& hw, c
   p.tokens_per_step = double(seq_len) * micro_batch * m.fsdp;
   const int chips = m.Size();
   p.t_compute = p.flops_per_token * p.tokens_per_step / (chips * hw.chip.Flops(false));
-  // Each device reads its tp shard of every (all-gathered) weight once per pass.
-  const double weight_bytes = 2.0 * N;
+  // Each device reads its tp shard of every (all-gathered) weight once per pass (a step's
+  // thousands of tokens reach every expert).
+  const double weight_bytes = 2.0 * StoredMatmulParams(c);
   const double passes = remat ? 3 : 2;
   p.t_memory = passes * weight_bytes / m.tp / hw.chip.BandwidthBytesPerS();
   // tp: 2 all-reduces of the (T, D) bf16 activations per layer and pass (o and down outputs).
@@ -90,7 +108,9 @@ TrainProjection ProjectTraining(const ModelConfig& c, const cost::Machine& hw, c
 ServeProjection ProjectServing(const ModelConfig& c, const cost::Machine& hw, int tp, int64_t input_len,
                                int64_t context, int batch, int kv_elem_bytes) {
   ServeProjection s;
-  const double weights = ServingWeightBytesPerDevice(c, tp), bw = hw.chip.BandwidthBytesPerS();
+  // The PLE table is looked up, a row per token, never streamed whole.
+  const double ple_table = 2.0 * c.vocab_size_per_layer_input * c.num_layers * c.hidden_size_per_layer_input / tp;
+  const double weights = ServingWeightBytesPerDevice(c, tp) - ple_table, bw = hw.chip.BandwidthBytesPerS();
   const double Nl = MatmulParams(c) - double(c.vocab_size) * c.hidden_size;
   // Prefill: every layer matmul for every prompt token, the lm_head for the last one only.
   const double prefill = 2 * Nl * input_len + AttentionFlopsPerToken(c, input_len) * input_len +
@@ -100,7 +120,14 @@ ServeProjection ProjectServing(const ModelConfig& c, const cost::Machine& hw, in
   const double prefill_comm = 2 * c.num_layers * AllReduceSeconds(2.0 * input_len * c.hidden_size, tp, hw.chip);
   s.ttft_comm_s = prefill_comm;
   s.ttft_s = std::max({s.ttft_compute_s, s.ttft_memory_s, prefill_comm});
-  s.tpot_weights_s = weights / bw;
+  // A decode step reads the experts its batch's tokens were routed to: E·(1 − (1 − k/E)^batch)
+  // of them on average under uniform routing.
+  double step_weights = weights;
+  if (c.enable_moe_block) {
+    const double E = c.num_experts, hit = E * (1.0 - std::pow(1.0 - c.top_k_experts / E, double(batch)));
+    step_weights -= 2.0 * c.num_layers * ExpertParamsPerLayer(c) * (1.0 - hit / E) / tp;
+  }
+  s.tpot_weights_s = step_weights / bw;
   s.tpot_kv_s = double(batch) * KvBytesPerSequence(c, context, tp, kv_elem_bytes) / bw;
   s.tpot_comm_s = 2 * c.num_layers * AllReduceSeconds(2.0 * batch * c.hidden_size, tp, hw.chip);
   // A large batch can turn decode compute-bound: every layer matmul and the lm_head per token.

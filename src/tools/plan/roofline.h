@@ -12,9 +12,12 @@
 
 namespace gk::plan {
 
-// Matmul parameters per token: every projection of every layer, plus the tied lm_head (V × D,
-// a real matmul); the embedding lookup and norms do no matmul.
+// Matmul parameters per token: every projection of every layer a token goes through (of an MoE
+// block the router and top_k experts; no k/v on KV-shared layers; PLE's projections), plus the
+// tied lm_head (V × D, a real matmul); the embedding lookups and norms do no matmul.
 double MatmulParams(const ModelConfig& c);
+// The same with every expert: the matmul weights a pass over many tokens reads.
+double StoredMatmulParams(const ModelConfig& c);
 // Attention score + value FLOPs of one forward token, averaged over a causal sequence of
 // `seq` tokens (sliding layers see at most the window): Σ_l 4 · N · H_l · mean keys_l.
 double AttentionFlopsPerToken(const ModelConfig& c, int64_t seq);

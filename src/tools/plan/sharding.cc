@@ -106,6 +106,14 @@ std::vector<TensorGroup> BaseTensors(const ModelConfig& c) {
   std::vector<TensorGroup> t;
   t.push_back({"embedder.input_embedding", {V, D}, {"vocab_size", "hidden_size"}, {T, F}, {}, 1});
   t.push_back({"final_norm.scale", {D}, {"hidden_size"}, {T}, {}, 1});
+  const int64_t P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
+  if (P > 0) {  // per_layer_input_embedding (tp, fsdp), per_layer_model_projection (fsdp, tp)
+    const std::string lp = "num_hidden_layers·hidden_size_per_layer_input";
+    t.push_back({"embedder.per_layer_input_embedding", {c.vocab_size_per_layer_input, LP},
+                 {"vocab_size_per_layer_input", lp}, {T, F}, {}, 1});
+    t.push_back({"embedder.per_layer_model_projection.w", {D, LP}, {"hidden_size", lp}, {F, T}, {}, 1});
+    t.push_back({"embedder.per_layer_projection_norm.scale", {P}, {"hidden_size_per_layer_input"}, {T}, {}, 1});
+  }
   for (const LayerKind& k : Kinds(c)) {
     const int l = k.layer;
     const int64_t H = c.HeadDim(l), K = c.KvHeads(l), Fw = c.MlpWidth(l);
@@ -125,6 +133,21 @@ std::vector<TensorGroup> BaseTensors(const ModelConfig& c) {
     t.push_back({p + "attn._key_norm.scale", {H}, {hd}, {T}, {}, k.count});
     t.push_back({p + "{pre_attention,post_attention,pre_ffw,post_ffw}_norm.scale", {D}, {"hidden_size"}, {T}, {}, 4 * k.count});
     t.push_back({p + "skip_scale", {1}, {"layer_scalar"}, {N}, {}, k.count});
+    if (P > 0) {  // per_layer_input_gate (fsdp, tp), per_layer_projection (tp, fsdp)
+      t.push_back({p + "per_layer_input_gate.w", {D, P}, {"hidden_size", "hidden_size_per_layer_input"}, {F, T}, {}, k.count});
+      t.push_back({p + "per_layer_projection.w", {P, D}, {"hidden_size_per_layer_input", "hidden_size"}, {T, F}, {}, k.count});
+      t.push_back({p + "post_per_layer_input_norm.scale", {D}, {"hidden_size"}, {T}, {}, k.count});
+    }
+    if (c.enable_moe_block) {  // exp_weight_edf (fsdp, None, None, tp), exp_weight_efd (fsdp, tp, None); router replicated
+      const int64_t E = c.num_experts, Fe = c.moe_intermediate_size;
+      t.push_back({p + "moe.router_logits", {D, E}, {"hidden_size", "num_experts"}, {N, N}, {}, k.count});
+      t.push_back({p + "moe.router_scale", {D}, {"hidden_size"}, {N}, {}, k.count});
+      t.push_back({p + "moe.per_expert_scale", {E}, {"num_experts"}, {N}, {}, k.count});
+      t.push_back({p + "moe.gating_einsum", {E, 2, Fe, D}, {"num_experts", "gate|up", "moe_intermediate_size", "hidden_size"},
+                   {F, N, N, T}, {}, k.count});
+      t.push_back({p + "moe.linear", {E, Fe, D}, {"num_experts", "moe_intermediate_size", "hidden_size"}, {F, T, N}, {}, k.count});
+      t.push_back({p + "{moe_pre_ffw,moe_post_ffw,dense_post_ffw}_norm.scale", {D}, {"hidden_size"}, {T}, {}, 3 * k.count});
+    }
   }
   return t;
 }

@@ -46,7 +46,11 @@ struct TensorGroup {
 // The base weights of the text decoder in the Tunix layout with Tunix's default specs
 // (emb_vd (tp, fsdp), q_weight_ndh (tp, fsdp, None) also for k_einsum, kv_weight_cndh
 // (None, tp, fsdp, None), o_weight_nhd (tp, None, fsdp), ffw_weight_df (fsdp, tp),
-// ffw_weight_fd (tp, fsdp), norms (tp)).
+// ffw_weight_fd (tp, fsdp), norms (tp); E2B/E4B's per-layer embeddings: per_layer_input_embedding
+// (tp, fsdp), per_layer_model_projection and per_layer_input_gate (fsdp, tp),
+// per_layer_projection (tp, fsdp); 26B-A4B's experts: gating_einsum (fsdp, None, None, tp),
+// linear (fsdp, tp, None), the router replicated). Tunix builds every layer alike, so the
+// KV-shared layers of E2B/E4B hold (unused) k/v weights as their checkpoints do.
 std::vector<TensorGroup> BaseTensors(const ModelConfig& c);
 // Qwix LoRA factors of rank r on the reference case's TPU target set (q_einsum, kv_einsum,
 // attn_vec_einsum, gate/up/down; its regex misses the k_einsum of K=V layers, FACTS §7),
