@@ -17,6 +17,7 @@
 #include "model/config.h"
 #include "tools/bridge/convert.h"
 #include "tools/bridge/gguf_export.h"
+#include "util/progress.h"
 
 namespace gk::cli {
 namespace {
@@ -37,8 +38,18 @@ int Report(const ConvertArgs& a, const Result<bridge::ConvertReport>& r) {
   return 0;
 }
 
-int HfToOrbax(const ConvertArgs& a) { return Report(a, bridge::HfToTunixOrbax(a.in, a.out, a.step)); }
-int OrbaxToHf(const ConvertArgs& a) { return Report(a, bridge::OrbaxToHf(a.in, a.out, a.config)); }
+int HfToOrbax(const ConvertArgs& a) {
+  ConversionProgress progress("convert hf -> orbax");
+  auto r = bridge::HfToTunixOrbax(a.in, a.out, a.step, &progress);
+  if (r.ok()) progress.Finish();
+  return Report(a, r);
+}
+int OrbaxToHf(const ConvertArgs& a) {
+  ConversionProgress progress("convert orbax -> hf");
+  auto r = bridge::OrbaxToHf(a.in, a.out, a.config, &progress);
+  if (r.ok()) progress.Finish();
+  return Report(a, r);
+}
 int PeftToQwix(const ConvertArgs& a) {
   if (a.config.empty()) return Fail("convert --from peft --to qwix: --config BASE_DIR gives the model's shapes");
   return Report(a, bridge::PeftToQwixOrbax(a.in, a.config, a.out, a.step));
@@ -48,15 +59,25 @@ int QwixToPeft(const ConvertArgs& a) {
   return Report(a, bridge::QwixOrbaxToPeft(a.in, a.config, a.out, a.alpha));
 }
 
-int WriteGgufFrom(const ConvertArgs& a, const std::string& hf, const std::string& model_name) {
+int WriteGgufFrom(const ConvertArgs& a, const std::string& hf, const std::string& model_name,
+                  ConversionProgress& progress) {
   auto type = bridge::ParseGgufType(a.gguf_type);
   if (!type.ok()) return Fail(type.status());
   const auto t0 = std::chrono::steady_clock::now();
   auto plan = bridge::PlanGgufExport(hf, *type, model_name);
   if (!plan.ok()) return Fail(plan.status());
   for (const std::string& note : plan->notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  uint64_t planned = 0;
+  for (GgufTensorSpec& t : plan->tensors) {
+    auto b = GgmlTensorBytes(uint32_t(t.type), t.ne, t.name);
+    if (b.ok()) planned += *b;
+    t.fill = progress.Track(std::move(t.fill));
+  }
+  progress.AddWork(planned, int64_t(plan->tensors.size()));
   Status s = WriteGguf(a.out, plan->kvs, plan->tensors);
   if (!s.ok()) return Fail(s);
+  progress.FileDone(a.out);
+  progress.Finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(a.out, ec);
@@ -66,7 +87,10 @@ int WriteGgufFrom(const ConvertArgs& a, const std::string& hf, const std::string
   return 0;
 }
 
-int HfToGguf(const ConvertArgs& a) { return WriteGgufFrom(a, a.in, ""); }
+int HfToGguf(const ConvertArgs& a) {
+  ConversionProgress progress("convert hf -> gguf");
+  return WriteGgufFrom(a, a.in, "", progress);
+}
 
 // Through a Hugging Face directory beside --out (same file system, removed afterwards): the
 // GGUF export reads safetensors. Disk use peaks at twice the model; memory stays one tensor.
@@ -76,14 +100,15 @@ int OrbaxToGguf(const ConvertArgs& a) {
   const std::string tmp = StrCat(a.out, ".hf-tmp-", getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
-  auto r = bridge::OrbaxToHf(a.in, tmp, a.config);
+  ConversionProgress progress("convert orbax -> gguf");  // both phases on one bar
+  auto r = bridge::OrbaxToHf(a.in, tmp, a.config, &progress);
   int rc = 0;
   // With a config, OrbaxToHf reads a Gemma tree or fails naming the missing array.
   if (!r.ok()) {
     rc = Fail(r.status());
   } else {
     // general.name as an export from the config's own directory would give it.
-    rc = WriteGgufFrom(a, tmp, bridge::GgufModelName(CheckpointDirOf(a.config)));
+    rc = WriteGgufFrom(a, tmp, bridge::GgufModelName(CheckpointDirOf(a.config)), progress);
   }
   fs::remove_all(tmp, ec);
   return rc;

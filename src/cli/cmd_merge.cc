@@ -25,8 +25,10 @@ int RunMerge(int argc, char** argv) {
   Result<std::unique_ptr<bridge::LoraSource>> src =
       adapter.empty() ? bridge::OpenQwixLoraSource(orbax, base, alpha) : bridge::OpenPeftLoraSource(adapter);
   if (!src.ok()) return Fail(src.status());
-  auto rep = bridge::MergeLora(base, **src, out);
+  ConversionProgress progress("merge");
+  auto rep = bridge::MergeLora(base, **src, out, &progress);
   if (!rep.ok()) return Fail(rep.status());
+  progress.Finish();
   const double gb = double(rep->bytes_written) / 1e9;
   std::printf("merged %s into %s: %lld of %lld tensors changed, %lld file(s), %.2f GB in %.2f s (%.2f GB/s); "
               "peak RSS %.2f GB, largest tensor %.2f GB\n",

@@ -16,7 +16,9 @@ int RunQuantize(int argc, char** argv) {
   app.add_option("--out", out_dir, "output directory (created; must differ from --model)")->required();
   app.add_option("--type", type, "quantization")->check(CLI::IsMember({"q8_0"}));
   CLI11_PARSE(app, argc, argv);
-  Status s = WriteQuantizedCheckpoint(model_dir, out_dir, *ParseQuantType(type));
+  ConversionProgress progress("quantize");
+  Status s = WriteQuantizedCheckpoint(model_dir, out_dir, *ParseQuantType(type), &progress);
+  if (s.ok()) progress.Finish();
   if (!s.ok()) return Fail(s);
   std::fprintf(stderr, "wrote %s (%s)\n", out_dir.c_str(), type.c_str());
   return 0;

@@ -495,7 +495,8 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorSpec>& 
 
 Status WriteSafetensorsDir(const std::string& dir, const std::vector<TensorSpec>& tensors,
                            uint64_t max_shard_bytes,
-                           const std::map<std::string, std::string>& metadata) {
+                           const std::map<std::string, std::string>& metadata,
+                           const std::function<void(const std::string&)>& on_file) {
   // Greedy packing in the given order; a tensor larger than the limit gets a shard to itself.
   std::vector<std::vector<const TensorSpec*>> shards(1);
   uint64_t shard_bytes = 0, total = 0;
@@ -522,6 +523,7 @@ Status WriteSafetensorsDir(const std::string& dir, const std::vector<TensorSpec>
 
   if (shards.size() == 1) {
     GK_RETURN_IF_ERROR(WriteOne((d / kSingleName).string(), shards[0], metadata));
+    if (on_file) on_file((d / kSingleName).string());
     // A leftover index from an earlier sharded write would take precedence on reading.
     fs::remove(d / kIndexName, ec);
     if (ec) return Status::Error(StrCat("cannot remove stale ", (d / kIndexName).string(), ": ",
@@ -533,6 +535,7 @@ Status WriteSafetensorsDir(const std::string& dir, const std::vector<TensorSpec>
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string name = ShardName(i, shards.size());
     GK_RETURN_IF_ERROR(WriteOne((d / name).string(), shards[i], metadata));
+    if (on_file) on_file((d / name).string());
     for (const TensorSpec* t : shards[i]) weight_map[t->name] = name;
   }
   // The index goes last so it only ever names complete shards.

@@ -101,8 +101,10 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorSpec>& 
 
 // Writes `dir`/model.safetensors, or, when the total exceeds max_shard_bytes,
 // model-00001-of-0000N.safetensors ... plus model.safetensors.index.json, each atomically.
+// on_file, when given, is called with each file's path once it is complete.
 Status WriteSafetensorsDir(const std::string& dir, const std::vector<TensorSpec>& tensors,
                            uint64_t max_shard_bytes,
-                           const std::map<std::string, std::string>& metadata = {});
+                           const std::map<std::string, std::string>& metadata = {},
+                           const std::function<void(const std::string&)>& on_file = nullptr);
 
 }  // namespace gk

@@ -88,7 +88,8 @@ Status QuantizeWeights(ModelWeights* w, QuantType type) {
   return Status::Ok();
 }
 
-Status WriteQuantizedCheckpoint(const std::string& model_dir, const std::string& out_dir, QuantType type) {
+Status WriteQuantizedCheckpoint(const std::string& model_dir, const std::string& out_dir, QuantType type,
+                                ConversionProgress* progress) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (type == QuantType::kNone) return Status::Error("quantize: give a quantization type (q8_0)");
@@ -152,8 +153,20 @@ Status WriteQuantizedCheckpoint(const std::string& model_dir, const std::string&
   std::sort(specs.begin(), specs.end(), [](const TensorSpec& a, const TensorSpec& b) { return a.name < b.name; });
   fs::create_directories(out_dir, ec);
   if (ec) return Status::Error(StrCat("cannot create ", out_dir, ": ", ec.message()));
+  std::function<void(const std::string&)> on_file;
+  if (progress) {
+    uint64_t bytes = 0;
+    for (TensorSpec& sp : specs) {
+      int64_t n = 1;
+      for (int64_t d : sp.shape) n *= d;
+      bytes += uint64_t(n) * DTypeSize(sp.dtype);
+      sp.fill = progress->Track(std::move(sp.fill));
+    }
+    progress->AddWork(bytes, int64_t(specs.size()));
+    on_file = [progress](const std::string& path) { progress->FileDone(path); };
+  }
   GK_RETURN_IF_ERROR(WriteSafetensorsDir(out_dir, specs, 5ull << 30,
-                                         {{"format", "pt"}, {kMetadataKey, std::string(QuantTypeName(type))}}));
+                                         {{"format", "pt"}, {kMetadataKey, std::string(QuantTypeName(type))}}, on_file));
   // config.json, generation_config.json, tokenizer files, ...: copied.
   return CopyCheckpointSideFiles(model_dir, out_dir, /*keep_index=*/false);
 }

@@ -14,6 +14,7 @@
 
 #include "formats/safetensors.h"
 #include "model/weights.h"
+#include "util/progress.h"
 #include "util/result.h"
 
 namespace gk {
@@ -34,7 +35,8 @@ Status QuantizeWeights(ModelWeights* w, QuantType type);
 // Writes model_dir quantized to out_dir (a different directory): model.safetensors (sharded
 // past 5 GiB) in the checkpoint form above, plus every other file of model_dir (config.json,
 // tokenizer files) copied.
-Status WriteQuantizedCheckpoint(const std::string& model_dir, const std::string& out_dir, QuantType type);
+Status WriteQuantizedCheckpoint(const std::string& model_dir, const std::string& out_dir, QuantType type,
+                                ConversionProgress* progress = nullptr);
 
 // --- Reading the checkpoint form (used by LoadWeights) ---
 

@@ -147,6 +147,10 @@ def main():
         merged = os.path.join(w, "merged")
         p = run(gk, ["merge", "--base", base, "--adapter", separate, "--out", merged])
         print("  " + p.stdout.strip(), flush=True)
+        # Not a terminal: the progress is a line per file written, then the totals.
+        files = [f for f in os.listdir(merged) if f.endswith(".safetensors")]
+        check(all(f"merge: wrote {os.path.join(merged, f)}" in p.stderr for f in files) and "merge: done" in p.stderr,
+              f"merge progress lines for {files}: {p.stderr!r}")
         merged_t = tensors(merged)
         scale = 8.0 / 4
         changed = 0

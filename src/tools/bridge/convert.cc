@@ -77,7 +77,8 @@ std::string OrbaxItemDir(const std::string& p) {
   return p;
 }
 
-Result<ConvertReport> HfToTunixOrbax(const std::string& hf_dir, const std::string& root, int64_t step) {
+Result<ConvertReport> HfToTunixOrbax(const std::string& hf_dir, const std::string& root, int64_t step,
+                                     ConversionProgress* progress) {
   GK_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(hf_dir));
   GK_ASSIGN_OR_RETURN(auto set, SafetensorsSet::Open(hf_dir));
   auto shared = std::make_shared<SafetensorsSet>(std::move(set));
@@ -117,12 +118,17 @@ Result<ConvertReport> HfToTunixOrbax(const std::string& hf_dir, const std::strin
     for (const TensorInfo* t : infos) rep.bytes += t->nbytes;
     specs.push_back(std::move(s));
   }
+  if (progress) {
+    progress->AddWork(rep.bytes, int64_t(specs.size()));
+    for (orbax::ArraySpec& sp : specs) sp.fill = progress->Track(std::move(sp.fill));
+  }
   GK_RETURN_IF_ERROR(orbax::WriteStep(root, step, {{"model_params", std::move(specs)}}));
+  if (progress) progress->FileDone(StrCat(root, "/", step));
   return rep;
 }
 
 Result<ConvertReport> OrbaxToHf(const std::string& item_or_step, const std::string& out_dir,
-                                const std::string& config_dir) {
+                                const std::string& config_dir, ConversionProgress* progress) {
   std::error_code ec;
   if (fs::exists(out_dir, ec)) return Status::Error(StrCat(out_dir, " already exists; not overwriting it"));
   GK_ASSIGN_OR_RETURN(std::unique_ptr<orbax::Item> item, orbax::Item::Open(OrbaxItemDir(item_or_step)));
@@ -184,7 +190,13 @@ Result<ConvertReport> OrbaxToHf(const std::string& item_or_step, const std::stri
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) return Status::Error(StrCat(tmp, ": cannot create: ", ec.message()));
-  Status s = WriteSafetensorsDir(tmp, specs, 5ull << 30);
+  std::function<void(const std::string&)> on_file;
+  if (progress) {
+    progress->AddWork(rep.bytes, int64_t(specs.size()));
+    for (TensorSpec& sp : specs) sp.fill = progress->Track(std::move(sp.fill));
+    on_file = [progress](const std::string& path) { progress->FileDone(path); };
+  }
+  Status s = WriteSafetensorsDir(tmp, specs, 5ull << 30, {}, on_file);
   if (s.ok() && gemma) s = CopyCheckpointSideFiles(config_dir, tmp, /*keep_index=*/false);
   if (!s.ok()) {
     fs::remove_all(tmp, ec);

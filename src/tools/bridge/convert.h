@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "util/progress.h"
 #include "util/result.h"
 
 namespace gk::bridge {
@@ -21,13 +22,15 @@ struct ConvertReport {
 };
 
 // A Hugging Face checkpoint -> ROOT/<step>/model_params (WriteStep's commit protocol).
-Result<ConvertReport> HfToTunixOrbax(const std::string& hf_dir, const std::string& root, int64_t step);
+// progress (optional, here and in OrbaxToHf) is told the work and each array and file written.
+Result<ConvertReport> HfToTunixOrbax(const std::string& hf_dir, const std::string& root, int64_t step,
+                                     ConversionProgress* progress = nullptr);
 // An Orbax item (or a step directory holding model_params) -> a Hugging Face directory.
 // A Gemma Tunix tree needs config_dir (its config.json; tokenizer files are copied along); any
 // other tree, or no config_dir, is dumped as is: one safetensors tensor per array, named by
 // its tree path.
 Result<ConvertReport> OrbaxToHf(const std::string& item_or_step, const std::string& out_dir,
-                                const std::string& config_dir);
+                                const std::string& config_dir, ConversionProgress* progress = nullptr);
 // A PEFT adapter -> a Qwix LoRA item (ROOT/<step>/model_params); the base's config_dir gives the shapes.
 Result<ConvertReport> PeftToQwixOrbax(const std::string& peft_dir, const std::string& config_dir,
                                       const std::string& root, int64_t step);

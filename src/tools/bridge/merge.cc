@@ -43,7 +43,8 @@ Status AddDelta(uint8_t* dst, DType dtype, int64_t rows, int64_t cols, const Lor
 
 }  // namespace
 
-Result<MergeReport> MergeLora(const std::string& base_dir, const LoraSource& lora, const std::string& out_dir) {
+Result<MergeReport> MergeLora(const std::string& base_dir, const LoraSource& lora, const std::string& out_dir,
+                              ConversionProgress* progress) {
   const auto t0 = std::chrono::steady_clock::now();
   std::error_code ec;
   if (fs::exists(out_dir, ec)) return Status::Error(StrCat(out_dir, " already exists; not overwriting it"));
@@ -62,6 +63,14 @@ Result<MergeReport> MergeLora(const std::string& base_dir, const LoraSource& lor
   fs::create_directories(tmp, ec);
   if (ec) return Status::Error(StrCat(tmp, ": cannot create: ", ec.message()));
   MergeReport rep;
+  if (progress) {
+    uint64_t bytes = 0;
+    int64_t tensors = 0;
+    for (const auto& f : base.files()) {
+      for (const TensorInfo& t : f->tensors()) bytes += t.nbytes, ++tensors;
+    }
+    progress->AddWork(bytes, tensors);
+  }
   for (size_t fi = 0; fi < base.files().size(); ++fi) {
     const SafetensorsFile& file = *base.files()[fi];
     std::vector<const TensorInfo*> order;
@@ -91,11 +100,15 @@ Result<MergeReport> MergeLora(const std::string& base_dir, const LoraSource& lor
       rep.bytes_written += t->nbytes;
     }
     const std::string name = fs::path(file.path()).filename().string();
+    if (progress) {
+      for (TensorSpec& sp : specs) sp.fill = progress->Track(std::move(sp.fill));
+    }
     Status s = WriteSafetensors(tmp + "/" + name, specs, file.metadata());
     if (!s.ok()) {
       fs::remove_all(tmp, ec);
       return s;
     }
+    if (progress) progress->FileDone(StrCat(out_dir, "/", name));
     ++rep.files;
   }
   // Everything else of the checkpoint (config, tokenizer, index) as is.

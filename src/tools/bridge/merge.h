@@ -12,6 +12,7 @@
 #include <string>
 
 #include "tools/bridge/lora_source.h"
+#include "util/progress.h"
 #include "util/result.h"
 
 namespace gk::bridge {
@@ -26,6 +27,8 @@ struct MergeReport {
 
 // Errors: a module of the adapter with no base tensor (or a shape mismatch), an existing
 // out_dir (not overwritten), unreadable input.
-Result<MergeReport> MergeLora(const std::string& base_dir, const LoraSource& lora, const std::string& out_dir);
+// progress, when given, is told the work and each tensor and file as they are written.
+Result<MergeReport> MergeLora(const std::string& base_dir, const LoraSource& lora, const std::string& out_dir,
+                              ConversionProgress* progress = nullptr);
 
 }  // namespace gk::bridge
