@@ -1,7 +1,7 @@
 // gemmakit bench model|train|serve|compare|client-check
 // gemmakit bench model --model DIR [--threads N] [--prompt-len 512] [--gen-len 128] [--repeats 3]
 //                      [--mmap] [--json] [--quantize none|q8_0] [--batch 16] [--bf16-activations split|round]
-// gemmakit bench train --model DIR --seq-len T [--rank 16] [--alpha 32] [--steps 3] [--remat | --compare-remat]
+// gemmakit bench train --model DIR --seq-len T [--rank 16] [--alpha 32] [--steps 3] [--remat | --compare-remat] [--full]
 //                      [--threads N] [--json] [--targets q,k,v,o,gate,up,down]
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -55,6 +55,7 @@ int RunBench(int argc, char** argv) {
   train->add_option("--steps", to.steps, "timed steps after one warm-up step")->check(CLI::Range(1, 1000));
   train->add_flag("--remat", to.remat, "recompute each layer's forward pass in the backward pass");
   train->add_flag("--compare-remat", to.compare_remat, "run with remat, then without, and report the saving");
+  train->add_flag("--full", to.full, "full fine-tuning: every weight's gradient, no adapter");
   train->add_option("--threads", to.threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
   train->add_option("--targets", targets, "projections carrying a LoRA, comma-separated");
   train->add_flag("--json", train_json, "print one JSON object instead of the table");

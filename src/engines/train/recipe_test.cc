@@ -370,6 +370,18 @@ TEST(Recipe, ShippedRecipesParseAndValidate) {
   EXPECT_EQ(tiny->max_seq_len, 512);
   EXPECT_EQ(tiny->save_every, 10);
   EXPECT_EQ(tiny->keep_last, 2);
+
+  // E2B: the reference recipe; its regex also leaves the audio tower alone.
+  auto e2b = LoadRecipe(SourcePath("recipes/gemma4-e2b-verilog-lora.toml"));
+  ASSERT_TRUE(e2b.ok()) << e2b.message();
+  EXPECT_TRUE(ValidateRecipe(*e2b).ok()) << ValidateRecipe(*e2b).message();
+  EXPECT_EQ(e2b->rank, ref->rank);
+  EXPECT_EQ(e2b->learning_rate, ref->learning_rate);
+  EXPECT_EQ(e2b->grad_accum, ref->grad_accum);
+  const std::regex re(e2b->target_modules);
+  EXPECT_TRUE(std::regex_match("model.language_model.layers.20.mlp.down_proj", re));
+  EXPECT_FALSE(std::regex_match("model.audio_tower.layers.0.self_attn.q_proj", re));
+  EXPECT_FALSE(std::regex_match("model.vision_tower.encoder.layers.0.self_attn.q_proj", re));
 }
 
 }  // namespace

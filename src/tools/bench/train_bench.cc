@@ -40,28 +40,36 @@ int64_t AttentionBlockEntries(int64_t T, bool full, int64_t window) {
   return n;
 }
 
-TrainFlops CountTrainFlops(const ModelConfig& c, const LoraAdapter& adapter, int64_t T, bool remat) {
+TrainFlops CountTrainFlops(const ModelConfig& c, const LoraAdapter* adapter, int64_t T, bool remat, bool full) {
   TrainFlops f;
   f.tokens = T;
   f.loss_rows = T - 1;  // the mask is all ones: every token but the first is a target
-  const double D = c.hidden_size, N = c.num_heads;
+  const double D = c.hidden_size, N = c.num_heads, P = c.hidden_size_per_layer_input;
   for (int l = 0; l < c.num_layers; ++l) {
     const double H = c.HeadDim(l), K = c.KvHeads(l), F = c.MlpWidth(l);
-    const double q = D * N * H, kv = D * K * H, o = N * H * D, mlp = 3 * D * F;
+    const double q = D * N * H, kv = c.IsKvShared(l) ? 0 : D * K * H, o = N * H * D, mlp = 3 * D * F;
     f.frozen_layer_params += q + kv * (c.KEqV(l) ? 1 : 2) + o + mlp;
+    f.frozen_layer_params += 2 * D * P;  // PLE gate and projection
+    if (c.enable_moe_block) {  // the router and the top_k experts a token runs through
+      f.frozen_layer_params += double(c.num_experts) * D + 3.0 * c.top_k_experts * D * c.moe_intermediate_size;
+    }
     const bool full = c.IsFull(l);
     f.attention_nh_pairs += N * H * double(VisiblePairs(T, full, c.sliding_window));
     f.attention_nh_entries += N * H * double(AttentionBlockEntries(T, full, c.sliding_window));
   }
   f.head_params = double(c.vocab_size) * D;
-  f.lora_params = double(adapter.ParameterCount());
+  f.ple_projection_params = D * c.num_layers * P;
+  f.lora_params = adapter ? double(adapter->ParameterCount()) : 0;
   const double t = double(T), r = double(f.loss_rows);
-  f.frozen_useful = 4 * (f.frozen_layer_params + f.head_params) * t;
+  // Full fine-tuning adds every matrix's weight gradient (2·P·T); the PLE projection then needs
+  // its input and weight gradients too.
+  const double passes = full ? 6 : 4;
+  f.frozen_useful = passes * (f.frozen_layer_params + f.head_params) * t + (full ? 6 : 2) * f.ple_projection_params * t;
   f.lora_useful = 6 * f.lora_params * t;
   f.attention_useful = (4 + 2.5 * 4) * f.attention_nh_pairs;
   f.useful = f.frozen_useful + f.lora_useful + f.attention_useful;
-  f.layers_executed = (remat ? 6 : 4) * f.frozen_layer_params * t;
-  f.head_executed = 3 * 2 * f.head_params * r;
+  f.layers_executed = (passes + (remat ? 2 : 0)) * f.frozen_layer_params * t + (full ? 6 : 2) * f.ple_projection_params * t;
+  f.head_executed = (full ? 4 : 3) * 2 * f.head_params * r;
   f.lora_executed = (remat ? 8 : 6) * f.lora_params * t;
   f.attention_executed = ((remat ? 8 : 4) + 10) * f.attention_nh_entries;
   f.executed = f.layers_executed + f.head_executed + f.lora_executed + f.attention_executed;
@@ -108,11 +116,14 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
   for (LoraModule& m : adapter.modules()) {
     for (float& v : m.b) v = nd(rng);
   }
-  meta->lora_modules = int(adapter.modules().size());
+  meta->lora_modules = o.full ? 0 : int(adapter.modules().size());
   TrainingModelOptions to;
   to.remat = remat;
   to.max_tokens = std::max<int64_t>(2, int64_t(tokens.size()));
-  GK_ASSIGN_OR_RETURN(auto model, TrainingModel::Create(c, std::move(weights), &adapter, &pool, to));
+  if (o.full) to.full_finetune_from = o.model_dir;
+  GK_ASSIGN_OR_RETURN(auto model, TrainingModel::Create(c, std::move(weights), o.full ? nullptr : &adapter, &pool, to));
+  if (o.full) meta->trainable_params = model->full_params()->ParameterCount();
+  else meta->trainable_params = adapter.ParameterCount();
   const TrainRowView row{tokens, mask};
   const int64_t T = int64_t(tokens.size());
   const float loss_scale = 1.f / float(T - 1);
@@ -121,6 +132,7 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
       std::fill(m.grad_a.begin(), m.grad_a.end(), 0.f);
       std::fill(m.grad_b.begin(), m.grad_b.end(), 0.f);
     }
+    if (FullParams* fp = model->full_params()) fp->ZeroGrads();
     meta->fp32_peak_probes.push_back(MeasureFp32Peak(pool, o.peak_repeats));  // ~0.1 s, outside the timing
     MicroBatchStats st;
     const double s0 = NowSeconds();
@@ -135,7 +147,7 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
   run.median_step_s = Median(run.step_seconds);
   run.min_step_s = *std::min_element(run.step_seconds.begin(), run.step_seconds.end());
   run.tokens_per_s = double(T) / run.mean_step_s;
-  run.flops = CountTrainFlops(c, adapter, T, remat);
+  run.flops = CountTrainFlops(c, o.full ? nullptr : &adapter, T, remat, o.full);
   run.useful_gflops = run.flops.useful / run.mean_step_s / 1e9;
   run.executed_gflops = run.flops.executed / run.mean_step_s / 1e9;
   return run;
@@ -160,6 +172,7 @@ Result<TrainBenchResult> RunTrainBench(const TrainBenchOptions& o) {
   r.alpha = o.alpha;
   r.steps = o.steps;
   r.targets = names;
+  r.full = o.full;
   r.fp32_peak_probes.push_back(MeasureFp32Peak(pool, o.peak_repeats));
 
   // One row: BOS, then uniform ids (as bench/train_torch_eager.py: [2] + U[3, V)), every
@@ -200,8 +213,12 @@ std::string FormatTrainBench(const TrainBenchResult& r) {
   line("model    %s: %s, %s weights, %.1f M frozen matrix parameters (layers %.1f M + head %.1f M)\n",
        r.model_dir.c_str(), r.arch.c_str(), r.weight_dtype.c_str(), (f0.frozen_layer_params + f0.head_params) / 1e6,
        f0.frozen_layer_params / 1e6, f0.head_params / 1e6);
-  line("lora     r=%d alpha=%g on %d projections (%s), %.2f M parameters\n", r.rank, r.alpha, r.lora_modules,
-       targets.c_str(), f0.lora_params / 1e6);
+  if (r.full) {
+    line("full     every matrix and norm, %.2f M parameters\n", double(r.trainable_params) / 1e6);
+  } else {
+    line("lora     r=%d alpha=%g on %d projections (%s), %.2f M parameters\n", r.rank, r.alpha, r.lora_modules,
+         targets.c_str(), f0.lora_params / 1e6);
+  }
   const double lowest = r.fp32_peak_probes.empty()
                             ? 0
                             : *std::min_element(r.fp32_peak_probes.begin(), r.fp32_peak_probes.end());
@@ -280,6 +297,7 @@ nlohmann::json TrainBenchToJson(const TrainBenchResult& r) {
   nlohmann::json j = {{"model", r.model_dir}, {"arch", r.arch}, {"weight_dtype", r.weight_dtype}, {"cpu", r.cpu},
                       {"isa", r.isa}, {"threads", r.threads}, {"seq_len", r.seq_len}, {"rank", r.rank},
                       {"alpha", r.alpha}, {"targets", r.targets}, {"lora_modules", r.lora_modules},
+                      {"full_finetune", r.full}, {"trainable_params", r.trainable_params},
                       {"steps", r.steps}, {"fp32_gflops", r.fp32_peak_gflops},
                       {"fp32_gflops_probes", r.fp32_peak_probes},
                       {"runs", runs}};

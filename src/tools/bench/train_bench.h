@@ -1,4 +1,4 @@
-// `gemmakit bench train`: tokens/s of one LoRA training step (TrainingModel::ForwardBackward
+// `gemmakit bench train`: tokens/s of one LoRA (or, with full, full fine-tuning) training step (TrainingModel::ForwardBackward
 // over one row of T random tokens, loss on every token), printed as a ratio to the machine's
 // fp32 FMA peak measured in the same run (the trainer computes in f32 through sgemm: OpenBLAS, or oneDNN on AVX-512 CPUs), with the activation memory kept for the backward
 // pass (with and without per-layer recomputation, `remat`).
@@ -46,6 +46,7 @@ struct TrainBenchOptions {
   int steps = 3;           // timed steps, after one warm-up step
   bool remat = false;
   bool compare_remat = false;  // run with remat, then without, and report the saving
+  bool full = false;       // full fine-tuning: every weight's gradient (no adapter)
   int threads = 0;         // 0: all cores
   // Projections carrying a LoRA: q, k, v, o, gate, up, down (or their module names, q_proj...).
   std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
@@ -58,6 +59,7 @@ struct TrainFlops {
   int64_t tokens = 0, loss_rows = 0;
   double frozen_layer_params = 0;  // Σ P over the decoder layers' matrices
   double head_params = 0;          // V·D (the tied embedding as the output head)
+  double ple_projection_params = 0;  // D·L·P: E2B/E4B's per-layer input projection, once per token
   double lora_params = 0;          // Σ Pl
   double attention_nh_pairs = 0;    // Σ over layers of N·H·(visible pairs): useful = 14 × this
   double attention_nh_entries = 0;  // Σ over layers of N·H·(block entries): executed = 14 (18 remat) × this
@@ -67,7 +69,8 @@ struct TrainFlops {
   double layers_executed = 0, head_executed = 0, lora_executed = 0, attention_executed = 0, executed = 0;
 };
 
-TrainFlops CountTrainFlops(const ModelConfig& c, const LoraAdapter& adapter, int64_t T, bool remat);
+// adapter: null for full fine-tuning (full = true: every matrix also gets its weight gradient).
+TrainFlops CountTrainFlops(const ModelConfig& c, const LoraAdapter* adapter, int64_t T, bool remat, bool full = false);
 // Per head, one row of T tokens: the (query, key) pairs a layer's attention needs (full: causal;
 // sliding: the last `window` positions), and the score entries the 64-query blocks compute.
 int64_t VisiblePairs(int64_t T, bool full, int64_t window);
@@ -95,6 +98,8 @@ struct TrainBenchResult {
   double alpha = 0;
   std::vector<std::string> targets;
   int lora_modules = 0;
+  bool full = false;
+  int64_t trainable_params = 0;
   // The fp32 FMA peak probe (MeasureFp32Peak, a median of peak_repeats) runs before the first
   // run, before every step and after the last run; the ratios use the highest probe (the
   // hardware's limit: on a shared machine a neighbour's load can only lower a probe, and a

@@ -79,7 +79,7 @@ TEST(TrainBench, FlopFormulaOnToyModels) {
     const double P = LayerMatrixParams(*w), head = double(c.vocab_size) * c.hidden_size;
     for (bool remat : {false, true}) {
       SCOPED_TRACE(std::string(preset) + (remat ? " remat" : ""));
-      const TrainFlops f = CountTrainFlops(c, *a, T, remat);
+      const TrainFlops f = CountTrainFlops(c, &*a, T, remat);
       EXPECT_EQ(f.tokens, T);
       EXPECT_EQ(f.loss_rows, T - 1);
       EXPECT_DOUBLE_EQ(f.frozen_layer_params, P);
@@ -103,7 +103,7 @@ TEST(TrainBench, FlopFormulaOnToyModels) {
   lo.rank = 4;
   auto a = LoraAdapter::Create(c, "model.", lo);
   ASSERT_TRUE(a.ok());
-  const TrainFlops f = CountTrainFlops(c, *a, 70, false);
+  const TrainFlops f = CountTrainFlops(c, &*a, 70, false);
   EXPECT_DOUBLE_EQ(f.frozen_layer_params, 6 * (64 * 128 + 2 * 64 * 32 + 128 * 64 + 3 * 64 * 128));
   EXPECT_DOUBLE_EQ(f.lora_params, 6 * (5 * (4 * 64 + 128 * 4) + 2 * (4 * 64 + 32 * 4)));
   EXPECT_DOUBLE_EQ(f.attention_nh_pairs, 128 * (5 * 340 + 70 * 71 / 2));
