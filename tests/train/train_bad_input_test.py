@@ -136,6 +136,13 @@ def main():
         with open(W("a-file"), "w") as f:
             f.write("x")
         expect_error(gk, "out is a file", ["--config", good, "--set", f"out={W('a-file')}/run"], "a-file")
+        expect_error(gk, "full fine-tune that cannot fit",
+                     ["--config", good, "--set", "lora.full_finetune=true", "--set", "memory.max_bytes=1000000",
+                      "--set", f"out={W('full-run')}"],
+                     "needs", "master weights (f32)", "allowed by memory.max_bytes")
+        expect_error(gk, "full fine-tune from an adapter",
+                     ["--config", good, "--set", "lora.full_finetune=true", "--set", f"lora.init_adapter={W('r')}"],
+                     "init_adapter")
 
         print("--set", flush=True)
         for name, kv, needles in [
