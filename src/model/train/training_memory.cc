@@ -76,6 +76,10 @@ int64_t FullFineTuneParameters(const ModelConfig& c) {
   return n;
 }
 
+double LossHeadBytes(const ModelConfig& c, int64_t tokens) {
+  return 2.0 * (16 << 20) + 2.0 * 4 * double(tokens) * c.hidden_size;
+}
+
 FullFineTuneMemory EstimateFullFineTune(const ModelConfig& c, int weight_bytes, int64_t tokens, bool remat) {
   FullFineTuneMemory m;
   m.params = FullFineTuneParameters(c);
@@ -88,10 +92,7 @@ FullFineTuneMemory EstimateFullFineTune(const ModelConfig& c, int weight_bytes, 
   const double act = double(TrainingActivationBytes(c, {tokens, 0, remat, 4}));
   m.items.push_back({StrCat("activations (f32", remat ? ", remat per layer)" : ", no remat)"), act,
                      StrCat("T = ", tokens, " tokens of one micro-batch")});
-  // LossHead: a ~16 MiB vocabulary chunk of widened embedding rows and of logits, plus the
-  // normed rows and their gradients (at most T × D each).
-  m.items.push_back({"loss head (f32)", 2.0 * (16 << 20) + 2.0 * 4 * double(tokens) * c.hidden_size,
-                     "one vocabulary chunk at a time"});
+  m.items.push_back({"loss head (f32)", LossHeadBytes(c, tokens), "one vocabulary chunk at a time"});
   for (const MemoryItem& i : m.items) m.total += i.bytes;
   return m;
 }

@@ -33,6 +33,11 @@ int LoraProjections(const ModelConfig& c, int l);
 // layer_scalar (so not the unused k/v of KV-shared layers).
 int64_t FullFineTuneParameters(const ModelConfig& c);
 
+// The trainer's loss head (LossHead): a vocabulary chunk of widened embedding rows and of
+// logits (~16 MiB each), plus the normed target rows and their gradients (at most T × D each).
+// The T × V logits never exist at once.
+double LossHeadBytes(const ModelConfig& c, int64_t tokens);
+
 struct MemoryItem {
   std::string what;
   double bytes = 0;

@@ -43,8 +43,11 @@ TrainMemory TrainingMemory(const ModelConfig& c, const std::vector<TensorGroup>&
   r.lines.push_back({StrCat("activations (", dt, o.remat ? ", remat per layer)" : ", no remat)"),
                      o.remat ? r.activations_remat : r.activations_no_remat,
                      StrCat("T = ", o.seq_len, " × ", o.micro_batch, " tokens; / ", shard, " devices")});
-  // The loss head's logits in f32, vocab over tp (emb_vd puts tp on the vocab axis).
-  r.lines.push_back({"logits (f32, T × vocab)", 4.0 * double(T) * c.vocab_size / shard, "unless the loss is chunked"});
+  if (o.activation_elem_bytes == 4) {  // gemmakit's CPU trainer: the vocabulary a chunk at a time
+    r.lines.push_back({"loss head (f32, chunked)", LossHeadBytes(c, T), "one vocabulary chunk at a time"});
+  } else {  // the loss head's logits in f32, vocab over tp (emb_vd puts tp on the vocab axis)
+    r.lines.push_back({"logits (f32, T × vocab)", 4.0 * double(T) * c.vocab_size / shard, "unless the loss is chunked"});
+  }
   for (const MemoryLine& l : r.lines) r.total += l.bytes;
   return r;
 }
