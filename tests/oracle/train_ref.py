@@ -521,9 +521,8 @@ def cmd_grads(a):
     return 0
 
 
-def cmd_train(a):
-    dtype = torch.float64 if a.f64 else torch.float32
-    model = load_model(a.model, a.adapter, dtype)
+def replay(a, model):
+    """Runs train() with the CLI's optimizer arguments and writes DIR/losses.json."""
     batch = Batch.read(a.batch)
     recs = train(model, batch, a.micro_batch, a.grad_accum, a.steps, a.lr, a.warmup, a.end_lr,
                  a.weight_decay, a.beta1, a.beta2, a.eps, a.max_grad_norm,
@@ -532,9 +531,14 @@ def cmd_train(a):
     with open(os.path.join(a.out_dir, "losses.json"), "w") as f:
         json.dump({"steps": recs,
                    "args": {k: v for k, v in vars(a).items() if k != "func"}}, f, indent=2)
+    print(json.dumps({"final_loss": recs[-1]["loss"], "steps": len(recs)}))
+
+
+def cmd_train(a):
+    model = load_model(a.model, a.adapter, torch.float64 if a.f64 else torch.float32)
+    replay(a, model)
     write_adapter(a.out_dir, model.adapter_cfg.raw,
                   {k: p.detach().double().numpy() for k, p in model.params.items()})
-    print(json.dumps({"final_loss": recs[-1]["loss"], "steps": len(recs)}))
     return 0
 
 
@@ -553,19 +557,11 @@ def cmd_full_grads(a):
 
 
 def cmd_full_train(a):
-    dtype = torch.float64 if a.f64 else torch.float32
-    model = FullGemma(a.model, dtype, a.bf16_compute)
-    batch = Batch.read(a.batch)
-    recs = train(model, batch, a.micro_batch, a.grad_accum, a.steps, a.lr, a.warmup, a.end_lr,
-                 a.weight_decay, a.beta1, a.beta2, a.eps, a.max_grad_norm,
-                 log=lambda msg: print(msg, file=sys.stderr))
-    os.makedirs(a.out_dir, exist_ok=True)
-    with open(os.path.join(a.out_dir, "losses.json"), "w") as f:
-        json.dump({"steps": recs, "args": {k: v for k, v in vars(a).items() if k != "func"}}, f, indent=2)
+    model = FullGemma(a.model, torch.float64 if a.f64 else torch.float32, a.bf16_compute)
+    replay(a, model)
     write_safetensors(os.path.join(a.out_dir, "masters.safetensors"),
                       {k: (p.detach().double().numpy().astype(np.float32), "F32") for k, p in model.params.items()},
                       {"oracle": "train_ref.py full-train"})
-    print(json.dumps({"final_loss": recs[-1]["loss"], "steps": len(recs)}))
     return 0
 
 
@@ -599,22 +595,8 @@ def build_parser():
     g.add_argument("--f64", action="store_true")
     g.set_defaults(func=cmd_grads)
     t = sub.add_parser("train", help="replay an AdamW LoRA training run")
-    t.add_argument("--model", required=True)
+    add_train_args(t)
     t.add_argument("--adapter", required=True, help="initial adapter directory")
-    t.add_argument("--batch", required=True)
-    t.add_argument("--micro-batch", type=int, required=True)
-    t.add_argument("--grad-accum", type=int, required=True)
-    t.add_argument("--steps", type=int, required=True)
-    t.add_argument("--lr", type=float, required=True, help="peak learning rate")
-    t.add_argument("--warmup", type=int, required=True)
-    t.add_argument("--end-lr", type=float, required=True)
-    t.add_argument("--weight-decay", type=float, required=True)
-    t.add_argument("--beta1", type=float, default=0.9)
-    t.add_argument("--beta2", type=float, default=0.999)
-    t.add_argument("--eps", type=float, default=1e-8)
-    t.add_argument("--max-grad-norm", type=float, default=None)
-    t.add_argument("--out-dir", required=True)
-    t.add_argument("--f64", action="store_true")
     t.set_defaults(func=cmd_train)
     fg = sub.add_parser("full-grads", help="loss and the gradient of every weight (full fine-tuning) of one batch")
     fg.add_argument("--model", required=True)

@@ -87,6 +87,35 @@ std::vector<float> ReadF32(const SafetensorsFile& f, const std::string& name) {
   return {};
 }
 
+// One optimizer step's gradient: two micro-batches (rows 0-1 packed, row 2 alone) accumulated,
+// each scaled by 1 / the step's targets. Returns the target count.
+int64_t RunStep(TrainingModel& tm, const Batch& batch, MicroBatchStats* st) {
+  std::vector<TrainRowView> rows;
+  int64_t targets = 0;
+  for (size_t r = 0; r < batch.tokens.size(); ++r) {
+    rows.push_back({batch.tokens[r], batch.masks[r]});
+    for (size_t i = 1; i < batch.masks[r].size(); ++i) targets += batch.masks[r][i];
+  }
+  EXPECT_TRUE(tm.ForwardBackward({rows.data(), 2}, 1.f / float(targets), 0, st).ok());
+  EXPECT_TRUE(tm.ForwardBackward({rows.data() + 2, 1}, 1.f / float(targets), 0, st).ok());
+  EXPECT_EQ(st->targets, targets);
+  return targets;
+}
+
+// The largest difference of `got` from `want`, relative to want's largest entry; keeps the
+// worst tensor's.
+void CompareGradient(const std::string& name, const std::vector<float>& want, const std::vector<float>& got,
+                     double* worst, std::string* worst_name) {
+  ASSERT_EQ(want.size(), got.size()) << name;
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, double(std::abs(want[i])));
+    diff = std::max(diff, std::abs(double(got[i]) - double(want[i])));
+  }
+  ASSERT_GT(scale, 0) << name << ": the oracle's gradient is zero, the case checks nothing";
+  if (diff / scale > *worst) *worst = diff / scale, *worst_name = name;
+}
+
 void CheckAgainstOracle(const std::string& preset, DType dtype, bool all_tokens, bool rslora) {
   if (!HaveTorch()) GTEST_SKIP() << kPython << " cannot import torch (Debian python3-torch)";
   const std::string tag = preset + (dtype == DType::kF32 ? "_f32" : "_bf16") + (all_tokens ? "_all" : "_asst");
@@ -116,17 +145,8 @@ void CheckAgainstOracle(const std::string& preset, DType dtype, bool all_tokens,
   to.max_tokens = 128;
   auto tm = TrainingModel::Create(config, std::move(*weights), &*adapter, &pool, to);
   ASSERT_TRUE(tm.ok()) << tm.message();
-  std::vector<TrainRowView> rows;
-  int64_t targets = 0;
-  for (size_t r = 0; r < batch.tokens.size(); ++r) {
-    rows.push_back({batch.tokens[r], batch.masks[r]});
-    for (size_t i = 1; i < batch.masks[r].size(); ++i) targets += batch.masks[r][i];
-  }
   MicroBatchStats st;
-  // Two micro-batches (rows 0-1 packed, row 2 alone) accumulate into one step's gradient.
-  ASSERT_TRUE((*tm)->ForwardBackward({rows.data(), 2}, 1.f / float(targets), 0, &st).ok());
-  ASSERT_TRUE((*tm)->ForwardBackward({rows.data() + 2, 1}, 1.f / float(targets), 0, &st).ok());
-  ASSERT_EQ(st.targets, targets);
+  const int64_t targets = RunStep(**tm, batch, &st);
 
   int rc = 0;
   const std::string out = RunCommand(StrCat(kPython, " ", GK_SOURCE_DIR, "/tests/oracle/train_ref.py grads --model ",
@@ -146,15 +166,7 @@ void CheckAgainstOracle(const std::string& preset, DType dtype, bool all_tokens,
     for (int which = 0; which < 2; ++which) {
       const std::string key = which ? LoraAdapter::KeyB(m) : LoraAdapter::KeyA(m);
       const std::vector<float> want = ReadF32(**ref, key);
-      const std::vector<float>& got = which ? m.grad_b : m.grad_a;
-      ASSERT_EQ(want.size(), got.size()) << key;
-      double scale = 0, diff = 0;
-      for (size_t i = 0; i < want.size(); ++i) {
-        scale = std::max(scale, double(std::abs(want[i])));
-        diff = std::max(diff, std::abs(double(got[i]) - double(want[i])));
-      }
-      ASSERT_GT(scale, 0) << key << ": the oracle's gradient is zero, the case checks nothing";
-      if (diff / scale > worst) worst = diff / scale, worst_name = key;
+      CompareGradient(key, want, which ? m.grad_b : m.grad_a, &worst, &worst_name);
     }
   }
   EXPECT_LT(worst, 1e-4) << tag << ": worst tensor " << worst_name;
@@ -183,15 +195,8 @@ void CheckFullAgainstOracle(const std::string& preset, DType dtype, bool all_tok
   to.full_finetune_from = model_dir;
   auto tm = TrainingModel::Create(config, std::move(*weights), nullptr, &pool, to);
   ASSERT_TRUE(tm.ok()) << tm.message();
-  std::vector<TrainRowView> rows;
-  int64_t targets = 0;
-  for (size_t r = 0; r < batch.tokens.size(); ++r) {
-    rows.push_back({batch.tokens[r], batch.masks[r]});
-    for (size_t i = 1; i < batch.masks[r].size(); ++i) targets += batch.masks[r][i];
-  }
   MicroBatchStats st;
-  ASSERT_TRUE((*tm)->ForwardBackward({rows.data(), 2}, 1.f / float(targets), 0, &st).ok());
-  ASSERT_TRUE((*tm)->ForwardBackward({rows.data() + 2, 1}, 1.f / float(targets), 0, &st).ok());
+  const int64_t targets = RunStep(**tm, batch, &st);
 
   int rc = 0;
   const std::string out = RunCommand(StrCat(kPython, " ", GK_SOURCE_DIR, "/tests/oracle/train_ref.py full-grads --model ",
@@ -209,15 +214,7 @@ void CheckFullAgainstOracle(const std::string& preset, DType dtype, bool all_tok
   double worst = 0;
   std::string worst_name;
   for (const FullParam& p : fp.params()) {
-    const std::vector<float> want = ReadF32(**ref, p.name);
-    ASSERT_EQ(want.size(), p.grad.size()) << p.name;
-    double scale = 0, diff = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      scale = std::max(scale, double(std::abs(want[i])));
-      diff = std::max(diff, std::abs(double(p.grad[i]) - double(want[i])));
-    }
-    ASSERT_GT(scale, 0) << p.name << ": the oracle's gradient is zero, the case checks nothing";
-    if (diff / scale > worst) worst = diff / scale, worst_name = p.name;
+    CompareGradient(p.name, ReadF32(**ref, p.name), p.grad, &worst, &worst_name);
   }
   EXPECT_LT(worst, 1e-4) << tag << ": worst tensor " << worst_name;
   std::printf("%s: loss %.6f (oracle %.6f), %zu tensors, worst gradient difference %.2e of the tensor's max (%s)\n",
