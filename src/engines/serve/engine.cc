@@ -81,6 +81,10 @@ class EngineImpl final : public ServeEngine {
   ~EngineImpl() override { Shutdown(false); }
 
   Result<uint64_t> Submit(EngineRequest request, OutputCallback callback) override;
+  Result<std::vector<uint64_t>> SubmitGroup(std::vector<EngineRequest> requests,
+                                            std::vector<OutputCallback> callbacks) override;
+  // A checked Sequence of the request (no id yet); errors as Submit's.
+  Result<std::unique_ptr<Sequence>> MakeSequence(EngineRequest request, OutputCallback callback);
   void Abort(uint64_t id) override {
     std::lock_guard<std::mutex> lock(mu_);
     aborts_.push_back(id);
@@ -139,6 +143,37 @@ class EngineImpl final : public ServeEngine {
 };
 
 Result<uint64_t> EngineImpl::Submit(EngineRequest request, OutputCallback callback) {
+  std::vector<EngineRequest> one;
+  one.push_back(std::move(request));
+  std::vector<OutputCallback> cb;
+  cb.push_back(std::move(callback));
+  GK_ASSIGN_OR_RETURN(std::vector<uint64_t> ids, SubmitGroup(std::move(one), std::move(cb)));
+  return ids[0];
+}
+
+Result<std::vector<uint64_t>> EngineImpl::SubmitGroup(std::vector<EngineRequest> requests,
+                                                      std::vector<OutputCallback> callbacks) {
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    GK_ASSIGN_OR_RETURN(auto s, MakeSequence(std::move(requests[i]), std::move(callbacks[i])));
+    seqs.push_back(std::move(s));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_ || dead_) return Status::Error("the engine is shutting down");
+  if (int64_t(inbox_.size()) + stats_.waiting + int64_t(seqs.size()) > options_.max_waiting) {
+    return Status::Error(StrCat("queue full: ", options_.max_waiting, " requests are waiting"));
+  }
+  std::vector<uint64_t> ids;
+  for (auto& s : seqs) {
+    s->id = next_id_++;
+    ids.push_back(s->id);
+    inbox_.push_back(std::move(s));
+  }
+  cv_.notify_all();
+  return ids;
+}
+
+Result<std::unique_ptr<Sequence>> EngineImpl::MakeSequence(EngineRequest request, OutputCallback callback) {
   const ModelConfig& c = model_->config();
   const int64_t prompt = int64_t(request.prompt.size());
   if (prompt == 0) return Status::Error("the prompt is empty");
@@ -160,16 +195,7 @@ Result<uint64_t> EngineImpl::Submit(EngineRequest request, OutputCallback callba
   s->request = std::move(request);
   s->callback = std::move(callback);
   s->arrival = NowSeconds();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_ || dead_) return Status::Error("the engine is shutting down");
-  if (int64_t(inbox_.size()) + stats_.waiting >= options_.max_waiting) {
-    return Status::Error(StrCat("queue full: ", options_.max_waiting, " requests are waiting"));
-  }
-  s->id = next_id_++;
-  const uint64_t id = s->id;
-  inbox_.push_back(std::move(s));
-  cv_.notify_all();
-  return id;
+  return s;
 }
 
 void EngineImpl::Shutdown(bool drain) {
@@ -412,6 +438,20 @@ Result<std::unique_ptr<ServeEngine>> ServeEngine::Create(std::unique_ptr<GemmaMo
   cap.max_concurrency = requests;
   const int64_t window = plan.block_bytes[kSliding] ? c.sliding_window : 0;
   return std::unique_ptr<ServeEngine>(new EngineImpl(std::move(model), std::move(pool), o, cap, window));
+}
+
+Result<std::vector<uint64_t>> ServeEngine::SubmitGroup(std::vector<EngineRequest> requests,
+                                                       std::vector<OutputCallback> callbacks) {
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto id = Submit(std::move(requests[i]), std::move(callbacks[i]));
+    if (!id.ok()) {
+      for (uint64_t q : ids) Abort(q);
+      return id.status();
+    }
+    ids.push_back(*id);
+  }
+  return ids;
 }
 
 }  // namespace gk

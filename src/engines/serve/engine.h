@@ -108,6 +108,13 @@ class ServeEngine {
   // plus max_tokens over max_model_len, token ids outside the vocabulary, queue full
   // (message starts with "queue full"), engine shutting down.
   virtual Result<uint64_t> Submit(EngineRequest request, OutputCallback callback) = 0;
+  // Queues the sequences of one API request (its n choices and prompts) together: the engine
+  // takes them in the same step, so they are scheduled, and their logits computed, the same
+  // way however busy the machine is (seeded sampling then repeats its text). All or nothing:
+  // on an error none is queued. The base version submits one by one and takes back the
+  // queued ones on an error.
+  virtual Result<std::vector<uint64_t>> SubmitGroup(std::vector<EngineRequest> requests,
+                                                    std::vector<OutputCallback> callbacks);
   // Ends a request early (client gone): its blocks are freed before the next step and its
   // callback gets a final output with finish == kAbort. Unknown or finished ids are ignored.
   virtual void Abort(uint64_t id) = 0;

@@ -256,6 +256,44 @@ TEST(ServeEngine, QueueLimitRefusesInsteadOfGrowing) {
   engine->Shutdown(true);
 }
 
+// The n choices of one API request go in as a group: all or nothing against the queue limit,
+// and a bad member queues none; a group that fits runs every member to the end.
+TEST(ServeEngine, SubmitGroupIsAllOrNothing) {
+  const std::string dir = TinyModel("tiny", DType::kF32);
+  ThreadPool pool(2);
+  EngineOptions o;
+  o.max_model_len = 64;
+  o.max_waiting = 3;
+  auto engine = StartEngine(dir, &pool, o);
+  Collector c;
+  auto group = [&](int n, int first, bool bad_last) {
+    std::vector<EngineRequest> rs;
+    std::vector<OutputCallback> cbs;
+    for (int i = 0; i < n; ++i) {
+      EngineRequest r;
+      r.prompt = {5, 6, 7};
+      if (bad_last && i == n - 1) r.prompt = {};
+      r.max_tokens = 4;
+      rs.push_back(r);
+      cbs.push_back(c.For(first + i));
+    }
+    return engine->SubmitGroup(std::move(rs), std::move(cbs));
+  };
+  auto too_many = group(4, 0, false);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.message().rfind("queue full", 0), 0u) << too_many.message();
+  auto bad = group(2, 10, true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("empty"), std::string::npos) << bad.message();
+  EXPECT_EQ(engine->Stats().waiting, 0);  // nothing of either was queued
+  auto ok = group(3, 20, false);
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(ok->size(), 3u);
+  c.Wait(3);
+  for (int i = 20; i < 23; ++i) EXPECT_EQ(c.tokens[i].size(), 4u) << i;
+  engine->Shutdown(true);
+}
+
 }  // namespace
 }  // namespace gk
 
