@@ -153,8 +153,9 @@ Result<std::unique_ptr<LoraAdapter>> MakeAdapter(const TrainRecipe& recipe, cons
 }
 
 // A full fine-tune needs weights, f32 masters, gradients and moments of every parameter at
-// once: refused before the model is loaded when the estimate (`gemmakit plan --train --full`'s
-// figure for one CPU) exceeds the memory available, or memory.max_bytes.
+// once: refused before the model is loaded when the estimate (model/train/training_memory.h;
+// `gemmakit plan --train --full --hardware cpu` lists the same items) exceeds the memory
+// available, or memory.max_bytes.
 Status CheckFullFineTuneFits(const TrainRecipe& recipe, const ModelConfig& config, int64_t tokens) {
   const int weight_bytes = config.torch_dtype == "float32" ? 4 : 2;
   const FullFineTuneMemory m = EstimateFullFineTune(config, weight_bytes, tokens, recipe.remat);
