@@ -142,6 +142,33 @@ def read_metrics(run_dir):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def check_steps(label, out, ref, steps):
+    """RUN/metrics.jsonl against train_ref.py's losses.json, step by step: step numbers and target
+    tokens exactly, loss to 1e-4 and the pre-clipping gradient norm to 1e-3 (relative), the
+    learning rate to 1e-9. Returns the oracle's records."""
+    got = read_metrics(out)
+    with open(os.path.join(ref, "losses.json")) as f:
+        want = json.load(f)["steps"]
+    check(len(got) == steps and len(want) == steps, f"{label}: {len(got)} metrics lines, {len(want)} oracle steps")
+    for g, w in zip(got, want):
+        s = w["step"]
+        print(f"[{label}] step {s}: loss {g['loss']:.7f} / {w['loss']:.7f} (rel {rel(g['loss'], w['loss']):.1e})  "
+              f"grad_norm {g['grad_norm']:.6f} / {w['grad_norm']:.6f} (rel {rel(g['grad_norm'], w['grad_norm']):.1e})  "
+              f"lr {g['learning_rate']:.4e}  targets {g['target_tokens']}", flush=True)
+        check(g["step"] == s, f"{label}: metrics step {g['step']} vs oracle step {s}")
+        check(g["target_tokens"] == w["target_tokens"],
+              f"{label} step {s}: target_tokens {g['target_tokens']} vs {w['target_tokens']}")
+        check(rel(g["loss"], w["loss"]) < 1e-4, f"{label} step {s}: loss {g['loss']} vs oracle {w['loss']}")
+        check(rel(g["grad_norm"], w["grad_norm"]) < 1e-3,
+              f"{label} step {s}: grad_norm {g['grad_norm']} vs oracle {w['grad_norm']}")
+        check(abs(g["learning_rate"] - w["lr"]) < 1e-9, f"{label} step {s}: lr {g['learning_rate']} vs {w['lr']}")
+    return want
+
+
 def count_lines(path):
     try:
         with open(path, "rb") as f:

@@ -27,7 +27,6 @@ base's.
 """
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -36,9 +35,9 @@ import time
 
 import numpy as np
 
-from train_common import (ORACLE_DIR, check, fail, finish, make_short_rows, read_metrics, read_safetensors, run,
+from train_common import (ORACLE_DIR, check, check_steps, fail, finish, make_short_rows, read_safetensors, run,
                           write_recipe)
-from train_oracle_e2e_test import batch_file, rel
+from train_oracle_e2e_test import batch_file
 
 STEPS = {"f32": 4, "bf16": 2}
 MICRO, ACCUM, WARMUP, LR, WD = 1, 2, 1, 1e-3, 0.1
@@ -86,19 +85,7 @@ def one_dtype(gk, work, rows_jsonl, dtype):
         fail(f"train_ref.py full-train failed ({q.returncode}):\n{q.stdout}\n{q.stderr}")
     print(f"[{dtype}] gemmakit {t_gk:.1f} s, oracle {time.time() - t0 - t_gk:.1f} s", flush=True)
 
-    got = read_metrics(out)
-    with open(os.path.join(ref, "losses.json")) as f:
-        want = json.load(f)["steps"]
-    check(len(got) == steps and len(want) == steps, f"{dtype}: {len(got)} metrics lines, {len(want)} oracle steps")
-    for g, w in zip(got, want):
-        s = w["step"]
-        print(f"[{dtype}] step {s}: loss {g['loss']:.7f} / {w['loss']:.7f} (rel {rel(g['loss'], w['loss']):.1e})  "
-              f"grad_norm {g['grad_norm']:.5f} / {w['grad_norm']:.5f} (rel {rel(g['grad_norm'], w['grad_norm']):.1e})",
-              flush=True)
-        check(g["target_tokens"] == w["target_tokens"], f"{dtype} step {s}: target tokens differ")
-        check(rel(g["loss"], w["loss"]) < 1e-4, f"{dtype} step {s}: loss {g['loss']} vs oracle {w['loss']}")
-        check(rel(g["grad_norm"], w["grad_norm"]) < 1e-3, f"{dtype} step {s}: grad_norm {g['grad_norm']} vs {w['grad_norm']}")
-        check(abs(g["learning_rate"] - w["lr"]) < 1e-9, f"{dtype} step {s}: lr {g['learning_rate']} vs {w['lr']}")
+    check_steps(dtype, out, ref, steps)
 
     ckpt = os.path.join(out, f"checkpoint-{steps}")
     masters = read_safetensors(os.path.join(ckpt, "model.safetensors"))

@@ -47,7 +47,7 @@ import time
 
 import numpy as np
 
-from train_common import (ORACLE_DIR, check, fail, finish, make_model, make_short_rows, read_metrics,
+from train_common import (ORACLE_DIR, check, check_steps, fail, finish, make_model, make_short_rows,
                           read_safetensors, run, write_recipe)
 
 sys.path.insert(0, ORACLE_DIR)
@@ -95,10 +95,6 @@ def batch_file(ds_dir, work):
     return path, meta
 
 
-def rel(a, b):
-    return abs(a - b) / max(abs(b), 1e-30)
-
-
 def one_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
     t0 = time.time()
     ds = os.path.join(work, f"ds-{loss_mode}")
@@ -136,22 +132,7 @@ def one_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
         fail(f"train_ref.py failed ({q.returncode}):\n{q.stdout}\n{q.stderr}")
     print(f"[{loss_mode}] gemmakit {t_gk:.1f} s, oracle {time.time() - t0 - t_gk:.1f} s", flush=True)
 
-    got = read_metrics(out)
-    with open(os.path.join(ref, "losses.json")) as f:
-        want = json.load(f)["steps"]
-    check(len(got) == STEPS and len(want) == STEPS, f"{loss_mode}: {len(got)} metrics lines, {len(want)} oracle steps")
-    for g, w in zip(got, want):
-        s = w["step"]
-        print(f"[{loss_mode}] step {s}: loss {g['loss']:.7f} / {w['loss']:.7f} (rel {rel(g['loss'], w['loss']):.1e})  "
-              f"grad_norm {g['grad_norm']:.6f} / {w['grad_norm']:.6f} (rel {rel(g['grad_norm'], w['grad_norm']):.1e})  "
-              f"lr {g['learning_rate']:.4e}  targets {g['target_tokens']}", flush=True)
-        check(g["step"] == s, f"{loss_mode}: metrics step {g['step']} vs oracle step {s}")
-        check(g["target_tokens"] == w["target_tokens"],
-              f"{loss_mode} step {s}: target_tokens {g['target_tokens']} vs {w['target_tokens']}")
-        check(rel(g["loss"], w["loss"]) < 1e-4, f"{loss_mode} step {s}: loss {g['loss']} vs oracle {w['loss']}")
-        check(rel(g["grad_norm"], w["grad_norm"]) < 1e-3,
-              f"{loss_mode} step {s}: grad_norm {g['grad_norm']} vs oracle {w['grad_norm']}")
-        check(abs(g["learning_rate"] - w["lr"]) < 1e-9, f"{loss_mode} step {s}: lr {g['learning_rate']} vs {w['lr']}")
+    want = check_steps(loss_mode, out, ref, STEPS)
     check(want[0]["lr"] == 0.0 and max(w["lr"] for w in want) == LR, f"{loss_mode}: schedule {[w['lr'] for w in want]}")
     if CLIP[loss_mode] > 0:
         clipped = sum(w["grad_norm"] > CLIP[loss_mode] for w in want)

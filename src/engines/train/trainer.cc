@@ -23,6 +23,7 @@
 #include "model/weights.h"
 #include "util/atomic_file.h"
 #include "util/host_info.h"
+#include "util/progress.h"
 
 namespace gk::train {
 
@@ -167,12 +168,12 @@ Status CheckFullFineTuneFits(const TrainRecipe& recipe, const ModelConfig& confi
     source = "allowed by memory.max_bytes";
   }
   if (budget == 0 || m.total <= budget) return Status::Ok();
-  auto gb = [](double b) { return StrCat(double(std::llround(b / 1e7)) / 100.0, " GB"); };
   std::string parts;
-  for (const MemoryItem& i : m.items) parts += StrCat(parts.empty() ? "" : ", ", i.what, " ", gb(i.bytes));
+  for (const MemoryItem& i : m.items) parts += StrCat(parts.empty() ? "" : ", ", i.what, " ", HumanBytes(i.bytes));
   return Status::Error(StrCat("lora.full_finetune: fully fine-tuning ", double(std::llround(double(m.params) / 1e4)) / 100.0,
-                              " M parameters needs ", gb(m.total), " (", parts, "), more than the ", gb(budget), " ",
-                              source, "; train a LoRA adapter instead, or use a machine with more memory"));
+                              " M parameters needs ", HumanBytes(m.total), " (", parts, "), more than the ",
+                              HumanBytes(budget), " ", source,
+                              "; train a LoRA adapter instead, or use a machine with more memory"));
 }
 
 }  // namespace

@@ -87,6 +87,23 @@ std::vector<float> ReadF32(const SafetensorsFile& f, const std::string& name) {
   return {};
 }
 
+// Runs tests/oracle/train_ref.py with `args` (which name WORK/grads.safetensors as --out) and
+// opens what it wrote; null, with the failure recorded, when it did not run.
+std::unique_ptr<SafetensorsFile> RunOracle(const std::string& args, const std::string& work) {
+  int rc = 0;
+  const std::string out = RunCommand(StrCat(kPython, " ", GK_SOURCE_DIR, "/tests/oracle/train_ref.py ", args), &rc);
+  if (rc != 0) {
+    ADD_FAILURE() << out;
+    return nullptr;
+  }
+  auto ref = SafetensorsFile::Open(work + "/grads.safetensors");
+  if (!ref.ok()) {
+    ADD_FAILURE() << ref.message();
+    return nullptr;
+  }
+  return std::move(*ref);
+}
+
 // One optimizer step's gradient: two micro-batches (rows 0-1 packed, row 2 alone) accumulated,
 // each scaled by 1 / the step's targets. Returns the target count.
 int64_t RunStep(TrainingModel& tm, const Batch& batch, MicroBatchStats* st) {
@@ -148,15 +165,11 @@ void CheckAgainstOracle(const std::string& preset, DType dtype, bool all_tokens,
   MicroBatchStats st;
   const int64_t targets = RunStep(**tm, batch, &st);
 
-  int rc = 0;
-  const std::string out = RunCommand(StrCat(kPython, " ", GK_SOURCE_DIR, "/tests/oracle/train_ref.py grads --model ",
-                                            model_dir, " --adapter ", work, "/adapter --batch ", work,
-                                            "/batch.safetensors --out ", work, "/grads.safetensors"),
-                                     &rc);
-  ASSERT_EQ(rc, 0) << out;
-  auto ref = SafetensorsFile::Open(work + "/grads.safetensors");
-  ASSERT_TRUE(ref.ok()) << ref.message();
-  const std::vector<float> ref_loss = ReadF32(**ref, "loss");
+  auto ref = RunOracle(StrCat("grads --model ", model_dir, " --adapter ", work, "/adapter --batch ", work,
+                              "/batch.safetensors --out ", work, "/grads.safetensors"),
+                       work);
+  ASSERT_NE(ref, nullptr);
+  const std::vector<float> ref_loss = ReadF32(*ref, "loss");
   ASSERT_EQ(ref_loss.size(), 1u);
   EXPECT_NEAR(st.loss_sum / double(targets), ref_loss[0], 1e-5 * std::abs(ref_loss[0])) << tag;
   // Per tensor: the largest difference relative to the tensor's largest gradient.
@@ -165,7 +178,7 @@ void CheckAgainstOracle(const std::string& preset, DType dtype, bool all_tokens,
   for (const LoraModule& m : adapter->modules()) {
     for (int which = 0; which < 2; ++which) {
       const std::string key = which ? LoraAdapter::KeyB(m) : LoraAdapter::KeyA(m);
-      const std::vector<float> want = ReadF32(**ref, key);
+      const std::vector<float> want = ReadF32(*ref, key);
       CompareGradient(key, want, which ? m.grad_b : m.grad_a, &worst, &worst_name);
     }
   }
@@ -198,23 +211,19 @@ void CheckFullAgainstOracle(const std::string& preset, DType dtype, bool all_tok
   MicroBatchStats st;
   const int64_t targets = RunStep(**tm, batch, &st);
 
-  int rc = 0;
-  const std::string out = RunCommand(StrCat(kPython, " ", GK_SOURCE_DIR, "/tests/oracle/train_ref.py full-grads --model ",
-                                            model_dir, " --batch ", work, "/batch.safetensors --out ", work,
-                                            "/grads.safetensors", dtype == DType::kBF16 ? " --bf16-compute" : ""),
-                                     &rc);
-  ASSERT_EQ(rc, 0) << out;
-  auto ref = SafetensorsFile::Open(work + "/grads.safetensors");
-  ASSERT_TRUE(ref.ok()) << ref.message();
-  const std::vector<float> ref_loss = ReadF32(**ref, "loss");
+  auto ref = RunOracle(StrCat("full-grads --model ", model_dir, " --batch ", work, "/batch.safetensors --out ", work,
+                              "/grads.safetensors", dtype == DType::kBF16 ? " --bf16-compute" : ""),
+                       work);
+  ASSERT_NE(ref, nullptr);
+  const std::vector<float> ref_loss = ReadF32(*ref, "loss");
   ASSERT_EQ(ref_loss.size(), 1u);
   EXPECT_NEAR(st.loss_sum / double(targets), ref_loss[0], 1e-5 * std::abs(ref_loss[0])) << tag;
   const FullParams& fp = *(*tm)->full_params();
-  EXPECT_EQ(int64_t(ref->get()->tensors().size()) - 2, int64_t(fp.params().size())) << "trainable tensor count";
+  EXPECT_EQ(int64_t(ref->tensors().size()) - 2, int64_t(fp.params().size())) << "trainable tensor count";
   double worst = 0;
   std::string worst_name;
   for (const FullParam& p : fp.params()) {
-    CompareGradient(p.name, ReadF32(**ref, p.name), p.grad, &worst, &worst_name);
+    CompareGradient(p.name, ReadF32(*ref, p.name), p.grad, &worst, &worst_name);
   }
   EXPECT_LT(worst, 1e-4) << tag << ": worst tensor " << worst_name;
   std::printf("%s: loss %.6f (oracle %.6f), %zu tensors, worst gradient difference %.2e of the tensor's max (%s)\n",
