@@ -54,6 +54,11 @@ std::optional<ApiError> RequestSession::Start() {
                                             request_.include_stop_str_in_output);
     }
   }
+  // All choices go to the engine at once: it schedules them in the same step
+  // (ServeEngine::SubmitGroup), so a seeded request gives the same text however busy the
+  // machine is.
+  std::vector<EngineRequest> requests;
+  std::vector<OutputCallback> callbacks;
   for (Choice& c : choices_) {
     const int j = c.index % n;
     EngineRequest er;
@@ -72,7 +77,7 @@ std::optional<ApiError> RequestSession::Start() {
     ServerMetrics* metrics = ctx_.metrics;
     const int index = int(&c - choices_.data());
     // Runs on the engine thread: copy, queue, notify; nothing that blocks.
-    auto callback = [ch, metrics, index](const RequestOutput& out) {
+    callbacks.push_back([ch, metrics, index](const RequestOutput& out) {
       const Clock::time_point at = Clock::now();
       if (out.finish != FinishReason::kNone && metrics) metrics->ObserveQueue(out.queued_seconds);
       {
@@ -80,19 +85,21 @@ std::optional<ApiError> RequestSession::Start() {
         ch->events.push_back({index, out, at});
       }
       ch->cv.notify_one();
-    };
-    auto id = ctx_.engine->Submit(std::move(er), std::move(callback));
-    if (!id.ok()) {
-      AbortUnfinished(/*count=*/false);
-      const std::string& m = id.message();
-      if (m.rfind("queue full", 0) == 0) return ApiError::Unavailable(StrCat("The server is overloaded: ", m));
-      if (m.find("shutting down") != std::string::npos || !ctx_.engine->alive()) {
-        return ApiError::Unavailable(StrCat("The server is shutting down: ", m));
-      }
-      return ApiError::BadRequest(m);
+    });
+    requests.push_back(std::move(er));
+  }
+  auto ids = ctx_.engine->SubmitGroup(std::move(requests), std::move(callbacks));
+  if (!ids.ok()) {
+    const std::string& m = ids.message();
+    if (m.rfind("queue full", 0) == 0) return ApiError::Unavailable(StrCat("The server is overloaded: ", m));
+    if (m.find("shutting down") != std::string::npos || !ctx_.engine->alive()) {
+      return ApiError::Unavailable(StrCat("The server is shutting down: ", m));
     }
-    c.id = *id;
-    c.submitted = true;
+    return ApiError::BadRequest(m);
+  }
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    choices_[i].id = (*ids)[i];
+    choices_[i].submitted = true;
   }
   return std::nullopt;
 }
