@@ -101,6 +101,25 @@ def main():
         _, s = check_summary(out, [1])
         check(s["pass_at_k"]["1"] == 1.0 and s["problems_all_pass"] == 16, f"synthetic references: {s['categories']}")
 
+        # Attacks on the testbench (verilog_scorer_test.cc has every class in several spellings):
+        # a right design plus a construct that could steer the testbench is refused, with a reason.
+        first = json.loads(open(refs).readline())
+        attacks = ["initial force tb.tb_match = 1'b1;", "initial #100 $finish;", "integer r;\ninitial r = $random;"]
+        cands = os.path.join(tmp, "attacks.jsonl")
+        with open(cands, "w") as f:
+            f.write(json.dumps(first) + "\n")
+            for i, a in enumerate(attacks, 1):
+                head, _, tail = first["code"].rpartition("endmodule")  # inside TopModule
+                code = head + a + "\nendmodule" + tail
+                f.write(json.dumps({"problem": first["problem"], "sample": i, "code": code}) + "\n")
+        out = os.path.join(tmp, "attacks-out")
+        p = run(gk, "eval", "verilog", "--dataset", synth, "--candidates", cands, "--k", "1", "--out", out)
+        rows, s = check_summary(out, [1])
+        check(s["categories"] == {"pass": 1, "forbidden_construct": 3}, f"attacks: {s['categories']}")
+        for r in rows:
+            check((r["category"] == "forbidden_construct") == bool(r["reason"]), f"reason of sample {r['sample']}: {r}")
+            check(r["reference_samples"] > 0, f"no reference sample count: {r}")
+
         # 2. Through a live server, and 3. through the in-process engine.
         model = make_tiny_model(gk, os.path.join(tmp, "tiny"))
         args = ["--max-model-len", "1024", "--kv-cache-memory", "64MiB", "--served-model-name", "tiny"]

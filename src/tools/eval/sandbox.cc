@@ -26,7 +26,7 @@ namespace gk::eval {
 namespace {
 
 // Rights this code knows, by the ABI that introduced them.
-uint64_t HandledAccess(int abi, bool restrict_exec) {
+uint64_t HandledAccess(int abi, bool restrict_exec, bool restrict_read) {
   uint64_t a = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
                LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
                LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
@@ -34,6 +34,7 @@ uint64_t HandledAccess(int abi, bool restrict_exec) {
   if (abi >= 2) a |= 1ull << 13;  // REFER
   if (abi >= 3) a |= 1ull << 14;  // TRUNCATE
   if (restrict_exec) a |= LANDLOCK_ACCESS_FS_EXECUTE;
+  if (restrict_read) a |= LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
   return a;
 }
 
@@ -56,7 +57,7 @@ uint64_t HandledAccess(int abi, bool restrict_exec) {
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(127);
   if (spec.restrict) {
     const bool restrict_exec = !executables.empty();
-    const uint64_t handled = HandledAccess(abi, restrict_exec);
+    const uint64_t handled = HandledAccess(abi, restrict_exec, !spec.readable_paths.empty());
     landlock_ruleset_attr attr{};
     attr.handled_access_fs = handled;
     const int rs = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0));
@@ -66,7 +67,8 @@ uint64_t HandledAccess(int abi, bool restrict_exec) {
       if (fd < 0) return;  // absent library directories are fine
       struct stat st {};
       if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) {
-        access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | (abi >= 3 ? 1ull << 14 : 0);
+        access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
+                  (abi >= 3 ? 1ull << 14 : 0);
       }
       landlock_path_beneath_attr pb{};
       pb.allowed_access = access & handled;
@@ -75,7 +77,10 @@ uint64_t HandledAccess(int abi, bool restrict_exec) {
       close(fd);
     };
     if (!spec.writable_dir.empty()) allow(spec.writable_dir.c_str(), handled & ~uint64_t{LANDLOCK_ACCESS_FS_EXECUTE});
-    for (const auto& exe : executables) allow(exe.c_str(), LANDLOCK_ACCESS_FS_EXECUTE);
+    for (const auto& exe : executables) allow(exe.c_str(), LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE);
+    for (const auto& path : spec.readable_paths) {
+      allow(path.c_str(), LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR);
+    }
     if (syscall(SYS_landlock_restrict_self, rs, 0) != 0) _exit(127);
     close(rs);
   }

@@ -6,7 +6,8 @@
 //  - no new privileges; rlimits on CPU time, file size, address space, open files, core dumps;
 //  - its own process group, SIGKILLed as a whole at the limit and after it exits (no strays);
 //  - stdin /dev/null; stdout and stderr go to files outside `writable_dir`, read back after.
-// Reading files is not restricted (the threat is damage, not disclosure).
+//  - with `readable_paths` set, reads (files and directory listings) only beneath those paths
+//    and `writable_dir`, so untrusted code cannot read the reference solution or a secret.
 #pragma once
 
 #include <string>
@@ -22,6 +23,7 @@ struct SandboxSpec {
   std::vector<std::string> env;   // added to PATH=/usr/bin:/bin and LC_ALL=C, e.g. "TMPDIR=/x"
   std::string writable_dir;       // "" : no writes anywhere (when restricting)
   std::vector<std::string> allowed_executables;  // empty: exec not restricted
+  std::vector<std::string> readable_paths;       // empty: reads not restricted
   bool restrict = true;           // false: limits and process group only (--unsafe-no-sandbox)
   double wall_s = 60;
   long long max_file_bytes = 64ll << 20;

@@ -58,6 +58,21 @@ TEST_F(SandboxTest, ExecutesOnlyTheAllowedPrograms) {
   EXPECT_NE(r->err.find("Permission denied"), std::string::npos) << r->err;
 }
 
+TEST_F(SandboxTest, ReadsOnlyTheGivenPaths) {
+  ASSERT_TRUE(WriteFileAtomic(root_ + "/secret.txt", "secret").ok());
+  ASSERT_TRUE(WriteFileAtomic(work_ + "/own.txt", "own").ok());
+  SandboxSpec s = Shell("cat own.txt; cat ../secret.txt; ls .. >/dev/null && echo listed; cat /etc/hostname >/dev/null && echo etc");
+  s.readable_paths = {"/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache"};
+  auto r = RunSandboxed(s);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->out, "own") << r->err;  // not the secret, no listing of the parent, nothing in /etc
+  EXPECT_NE(r->err.find("Permission denied"), std::string::npos) << r->err;
+  s.readable_paths.push_back(root_ + "/secret.txt");  // a file rule grants that one file
+  r = RunSandboxed(s);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->out, "ownsecret") << r->err;
+}
+
 TEST_F(SandboxTest, WallClockLimitKillsTheWholeGroup) {
   SandboxSpec s = Shell("sleep 30 & sleep 30; echo never");
   s.wall_s = 0.3;

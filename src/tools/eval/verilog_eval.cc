@@ -106,9 +106,12 @@ Result<VerilogEvalResult> RunVerilogEval(const VerilogEvalOptions& o, const Gene
     }
   }
 
-  // Score in parallel: each sample is two short-lived processes.
+  // Score in parallel: each sample is a few short-lived processes. The first worker to reach a
+  // problem scores its reference solution once: a pass needs the same sample count.
   const int workers = o.workers > 0 ? o.workers : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Result<SampleScore>> scores(samples.size(), Result<SampleScore>::Error("not scored"));
+  std::vector<std::once_flag> baseline_once(problems.size());
+  std::vector<Result<SampleScore>> baselines(problems.size(), Result<SampleScore>::Error("not scored"));
   std::atomic<size_t> next{0};
   std::atomic<int> done{0};
   std::mutex progress_mu;
@@ -117,8 +120,12 @@ Result<VerilogEvalResult> RunVerilogEval(const VerilogEvalOptions& o, const Gene
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&] {
       for (size_t s; (s = next++) < samples.size();) {
-        const VerilogProblem& p = problems[samples[s].problem];
-        scores[s] = ScoreSample(samples[s].code, p.ref, p.test, o.score);
+        const size_t i = samples[s].problem;
+        const VerilogProblem& p = problems[i];
+        std::call_once(baseline_once[i],
+                       [&] { baselines[i] = ScoreSample(ReferenceAsCandidate(p.ref), p.ref, p.test, o.score); });
+        const long long expected = baselines[i].ok() ? baselines[i]->samples : -1;
+        scores[s] = ScoreSample(samples[s].code, p.ref, p.test, o.score, expected);
         const int d = ++done;
         std::lock_guard<std::mutex> lock(progress_mu);
         if (o.progress) o.progress("score", d, static_cast<int>(samples.size()));
@@ -130,13 +137,15 @@ Result<VerilogEvalResult> RunVerilogEval(const VerilogEvalOptions& o, const Gene
 
   std::vector<nlohmann::ordered_json> rows;
   for (size_t s = 0; s < samples.size(); ++s) {
-    if (!scores[s].ok()) return scores[s].status();  // the harness's own failure, not the sample's
+    const size_t i = samples[s].problem;
+    if (!baselines[i].ok()) return baselines[i].status();  // the harness's own failure, not the sample's
+    if (!scores[s].ok()) return scores[s].status();
     const SampleScore& sc = *scores[s];
-    SampleRecord r{problems[samples[s].problem].name, samples[s].index, sc.passed, CategoryName(sc.category),
-                   samples[s].code, sc.log};
+    SampleRecord r{problems[i].name, samples[s].index, sc.passed, CategoryName(sc.category), samples[s].code, sc.log};
     rows.push_back({{"problem", r.problem}, {"sample", r.sample}, {"passed", r.passed}, {"category", r.category},
-                    {"mismatches", sc.mismatches}, {"samples", sc.samples}, {"seconds", sc.seconds},
-                    {"code", r.code}, {"log", r.log}});
+                    {"reason", sc.reason}, {"mismatches", sc.mismatches}, {"samples", sc.samples},
+                    {"reference_samples", baselines[i]->samples}, {"seconds", sc.seconds}, {"code", r.code},
+                    {"log", r.log}});
     result.records.push_back(std::move(r));
   }
   result.summary = Summarize(result.records, o.ks);

@@ -7,8 +7,12 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <regex>
+#include <sstream>
 
+#include "tools/eval/candidate_audit.h"
 #include "tools/eval/sandbox.h"
+#include "tools/eval/vvp_design.h"
 #include "util/atomic_file.h"
 #include "util/clock.h"
 
@@ -19,11 +23,35 @@ namespace {
 constexpr const char* kResultDisplay = "$display(\"Mismatches: ";
 constexpr size_t kLogBytes = 4096;
 
-std::string Nonce() {
+std::string RandomHex() {
   std::random_device rd;
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "GKRESULT-%08x%08x ", rd(), rd());
+  char buf[20];
+  std::snprintf(buf, sizeof(buf), "%08x%08x", rd(), rd());
   return buf;
+}
+
+std::string Nonce() { return "GKRESULT-" + RandomHex() + " "; }
+
+// What iverilog and vvp need to read besides the scratch directory: the dynamic loader's
+// cache, the system's libraries and iverilog's own tree (ivl, ivlpp, the .vpi modules), also
+// when installed under another prefix (/opt/iverilog/bin/iverilog -> /opt/iverilog).
+std::vector<std::string> SystemReadablePaths(const std::vector<std::string>& programs) {
+  std::vector<std::string> paths = {"/usr", "/lib", "/lib64", "/etc/ld.so.cache"};
+  for (const auto& program : programs) {
+    std::error_code ec;
+    const auto real = std::filesystem::canonical(program, ec);
+    if (!ec) paths.push_back(real.parent_path().parent_path().string());
+  }
+  return paths;
+}
+
+// The first non-empty line: iverilog reports the cause first.
+std::string FirstLine(const std::string& text) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t") != std::string::npos) return line;
+  }
+  return "";
 }
 
 // Parses "Mismatches: E in N samples" starting at `p` (whitespace as the reference regex
@@ -112,6 +140,19 @@ Verdict JudgeUntagged(const std::string& out, const std::string& err) {
   return v;
 }
 
+// iverilog's warning for a defparam it could not resolve ("warning: Scope of tb.x.N not found.",
+// "warning: parameter W not found in tb.good1."), or "".
+std::string UnresolvedDefparam(const std::string& compiler_output) {
+  std::istringstream in(compiler_output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("warning: Scope of ") != std::string::npos ||
+        (line.find("warning: parameter ") != std::string::npos && line.find(" not found in ") != std::string::npos)) {
+      return line;
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 const char* CategoryName(SampleCategory c) {
@@ -123,6 +164,8 @@ const char* CategoryName(SampleCategory c) {
     case SampleCategory::kMismatch: return "mismatch";
     case SampleCategory::kNoResult: return "no_result";
     case SampleCategory::kTampered: return "tampered";
+    case SampleCategory::kForbidden: return "forbidden_construct";
+    case SampleCategory::kIncompleteRun: return "incomplete_run";
   }
   return "?";
 }
@@ -143,7 +186,7 @@ Result<std::string> IverilogVersion(const ScoreOptions& o) {
 }
 
 Result<SampleScore> ScoreSample(const std::string& candidate, const std::string& ref_sv, const std::string& test_sv,
-                                const ScoreOptions& o) {
+                                const ScoreOptions& o, long long expected_samples) {
   GK_ASSIGN_OR_RETURN(std::string iverilog, FindProgram(o.iverilog));
   GK_ASSIGN_OR_RETURN(std::string vvp, FindProgram(o.vvp));
   std::string root = o.scratch_root;
@@ -152,7 +195,7 @@ Result<SampleScore> ScoreSample(const std::string& candidate, const std::string&
   if (!mkdtemp(tmpl.data())) {
     return Result<SampleScore>::Error(StrCat("cannot create a scratch directory in ", root, ": ", std::strerror(errno)));
   }
-  const std::string dir = tmpl;
+  const std::string dir = tmpl, solo = dir + "/alone";
   struct Cleanup {
     std::string dir;
     bool keep;
@@ -172,36 +215,106 @@ Result<SampleScore> ScoreSample(const std::string& candidate, const std::string&
     ++found;
   }
   const bool tagged = found == 1;
+  // The sentinel module follows the candidate when it is compiled alone: a candidate that leaves
+  // a comment or `ifdef open swallows it (and, with the testbench, the testbench's first lines).
+  const std::string sentinel = "gk_sentinel_" + RandomHex();
+  std::error_code ec;
+  std::filesystem::create_directory(solo, ec);
+  if (ec) return Result<SampleScore>::Error(StrCat("cannot create ", solo, ": ", ec.message()));
   GK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/RefModule.sv", ref_sv));
   GK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/TopModule.sv", candidate));
   GK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/test.sv", test));
+  GK_RETURN_IF_ERROR(WriteFileAtomic(solo + "/TopModule.sv", candidate));
+  GK_RETURN_IF_ERROR(WriteFileAtomic(solo + "/sentinel.sv", "module " + sentinel + ";\nendmodule\n"));
+
+  const std::vector<std::string> readable = SystemReadablePaths({iverilog, vvp});
+  auto compile = [&](const std::string& cwd, std::vector<std::string> args) {
+    SandboxSpec spec;
+    spec.argv = {iverilog, "-g2012"};
+    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+    spec.cwd = cwd;
+    spec.writable_dir = cwd;
+    spec.readable_paths = readable;
+    spec.env = {"TMPDIR=" + cwd};  // the driver's temporary files stay in the sandbox
+    spec.restrict = o.sandbox;
+    spec.wall_s = o.compile_timeout_s;
+    return RunSandboxed(spec);
+  };
 
   SampleScore score;
   const double start = NowSeconds();
-  SandboxSpec compile;
-  compile.argv = {iverilog, "-g2012", "-o", "a.out", "RefModule.sv", "TopModule.sv", "test.sv"};
-  compile.cwd = dir;
-  compile.writable_dir = dir;
-  compile.env = {"TMPDIR=" + dir};  // the driver's temporary files stay in the sandbox
-  compile.restrict = o.sandbox;
-  compile.wall_s = o.compile_timeout_s;
-  GK_ASSIGN_OR_RETURN(ProcessOutcome c, RunSandboxed(compile));
-  if (c.timed_out || c.exit_code != 0) {
-    score.category = c.timed_out ? SampleCategory::kCompileTimeout : SampleCategory::kCompileError;
-    score.log = Excerpt(c.err + c.out);
+  auto finish = [&](SampleCategory category, const std::string& log) {
+    score.category = category;
+    score.log = Excerpt(log);
     score.seconds = NowSeconds() - start;
     return score;
+  };
+  const std::vector<std::string> sources = {"RefModule.sv", "TopModule.sv", "test.sv"};
+  std::vector<std::string> args = {"-o", "a.out"};
+  args.insert(args.end(), sources.begin(), sources.end());
+  GK_ASSIGN_OR_RETURN(ProcessOutcome c, compile(dir, args));
+  if (c.timed_out || c.exit_code != 0) {
+    return finish(c.timed_out ? SampleCategory::kCompileTimeout : SampleCategory::kCompileError, c.err + c.out);
   }
+
+  // Modules the candidate defines but never instantiates would be top-level modules of the
+  // testbench's simulation, unaudited: compile again with the testbench's top modules only.
+  GK_ASSIGN_OR_RETURN(std::string assembly, ReadFile(dir + "/a.out"));
+  std::vector<std::string> tops;
+  bool candidate_top = false;
+  for (const VvpScope& sc : ParseVvp(assembly).scopes) {
+    if (!sc.root || sc.kind != "module") continue;
+    if (sc.file == "TopModule.sv") {
+      candidate_top = true;
+    } else {
+      tops.push_back(sc.name);
+    }
+  }
+  if (candidate_top && !tops.empty()) {
+    std::vector<std::string> rooted = {"-o", "a.out"};
+    for (const auto& t : tops) rooted.insert(rooted.end(), {"-s", t});
+    rooted.insert(rooted.end(), sources.begin(), sources.end());
+    GK_ASSIGN_OR_RETURN(c, compile(dir, rooted));
+    if (c.timed_out || c.exit_code != 0) {
+      return finish(c.timed_out ? SampleCategory::kCompileTimeout : SampleCategory::kCompileError, c.err + c.out);
+    }
+  }
+  const std::string compile_log = c.err + c.out;
+
+  // The candidate alone: it must elaborate without the testbench, and pass the audit.
+  GK_ASSIGN_OR_RETURN(ProcessOutcome a,
+                      compile(solo, {"-s", "TopModule", "-s", sentinel, "-o", "alone.vvp", "TopModule.sv", "sentinel.sv"}));
+  if (a.timed_out || a.exit_code != 0) {
+    const std::string out = a.err + a.out;
+    const bool swallowed = out.find("root module \"" + sentinel) != std::string::npos &&
+                           out.find("root module \"TopModule") == std::string::npos;
+    score.reason = swallowed
+                       ? "leaves a comment or `ifdef open at its end, which would swallow the testbench's first lines"
+                       : StrCat("does not compile on its own, so it reaches outside its own modules: ", FirstLine(out));
+    if (a.timed_out) score.reason = "compiling it on its own ran out of time";
+    return finish(SampleCategory::kForbidden, score.reason + "\n" + out);
+  }
+  // iverilog only warns about a defparam whose target it cannot find: alone, that target is
+  // outside the candidate's modules (tb.stim1.N), so inside the testbench it could be found.
+  if (std::string w = UnresolvedDefparam(a.err + a.out); !w.empty()) {
+    score.reason = "a defparam names something outside its own modules: " + w;
+    return finish(SampleCategory::kForbidden, score.reason + "\n" + compile_log);
+  }
+  GK_ASSIGN_OR_RETURN(std::string alone, ReadFile(solo + "/alone.vvp"));
+  score.reason = AuditCandidate(ParseVvp(alone));
+  if (!score.reason.empty()) return finish(SampleCategory::kForbidden, score.reason + "\n" + compile_log);
+
   SandboxSpec run;
   run.argv = {vvp, "-n", "a.out", "-none"};
   run.cwd = dir;
   run.writable_dir = dir;
+  run.readable_paths = readable;
   run.allowed_executables = {vvp};  // the simulation itself may start nothing
   run.restrict = o.sandbox;
   run.wall_s = o.run_timeout_s;
   GK_ASSIGN_OR_RETURN(ProcessOutcome r, RunSandboxed(run));
   score.seconds = NowSeconds() - start;
-  score.log = Excerpt(c.err + c.out + r.out + r.err);
+  score.log = Excerpt(compile_log + r.out + r.err);
   if (r.timed_out) {  // never read a killed simulator's output
     score.category = SampleCategory::kRunTimeout;
     return score;
@@ -210,10 +323,20 @@ Result<SampleScore> ScoreSample(const std::string& candidate, const std::string&
   score.category = v.category;
   score.mismatches = v.e;
   score.samples = v.n;
-  score.passed = v.category == SampleCategory::kPass;
+  if (v.category == SampleCategory::kPass && expected_samples > 0 && v.n != expected_samples) {
+    score.category = SampleCategory::kIncompleteRun;
+    score.reason = StrCat("the testbench counted ", v.n, " samples where the reference solution gives ", expected_samples);
+    score.log = score.reason + "\n" + score.log;
+  }
+  score.passed = score.category == SampleCategory::kPass;
   // The nonce never appears in a report.
   for (size_t p = 0; (p = score.log.find(tag, p)) != std::string::npos;) score.log.erase(p, tag.size());
   return score;
+}
+
+std::string ReferenceAsCandidate(const std::string& ref_sv) {
+  static const std::regex kModule(R"(\bmodule(\s+)RefModule\b)");
+  return std::regex_replace(ref_sv, kModule, "module$1TopModule", std::regex_constants::format_first_only);
 }
 
 }  // namespace gk::eval
