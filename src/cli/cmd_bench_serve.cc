@@ -16,6 +16,7 @@
 #include "tools/bench_serve/result_report.h"
 #include "tools/bench_serve/serve_bench.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::cli {
 
@@ -136,8 +137,10 @@ int RunServeBenchCommand(int argc, char** argv) {
   o.sampling.min_p = min_p;
   o.sampling.logprobs = logprobs;
   if (!extra_body.empty()) {
-    o.sampling.extra_body = nlohmann::json::parse(extra_body, nullptr, false);
-    if (!o.sampling.extra_body.is_object()) return Fail("--extra-body: expected a JSON object");
+    auto body = ParseJson(extra_body, "--extra-body");
+    if (!body.ok()) return Fail(body.status());
+    if (!body->is_object()) return Fail("--extra-body: expected a JSON object");
+    o.sampling.extra_body = std::move(body).value();
   }
   auto md = ParsePairs(metadata, "--metadata");
   if (!md.ok()) return Fail(md.status());

@@ -18,6 +18,7 @@
 #include "tensor/thread_pool.h"
 #include "tools/eval/verilog_eval.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::cli {
 
@@ -125,9 +126,7 @@ int RunEvalVerilog(int argc, char** argv) {
 Result<nlohmann::json> LoadSummary(const std::string& path) {
   const std::string file = std::filesystem::is_directory(path) ? path + "/summary.json" : path;
   GK_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) return Result<nlohmann::json>::Error(StrCat(file, ": not JSON"));
-  return j;
+  return ParseJson(text, file);
 }
 
 int RunEvalCompare(int argc, char** argv) {
@@ -144,7 +143,8 @@ int RunEvalCompare(int argc, char** argv) {
   if (!a.ok()) return Fail(a.status());
   auto b = LoadSummary(runs[1]);
   if (!b.ok()) return Fail(b.status());
-  auto md = eval::CompareEvalMarkdown(*a, *b, names[0], names[1]);
+  // The summaries are outside input: a field of an unexpected type is an error, not an abort.
+  auto md = GuardedParse("eval compare", [&] { return eval::CompareEvalMarkdown(*a, *b, names[0], names[1]); });
   if (!md.ok()) return Fail(md.status());
   std::fputs(md->c_str(), stdout);
   return 0;

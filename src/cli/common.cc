@@ -8,11 +8,13 @@
 #include <filesystem>
 
 #include "kernels/matmul.h"
+#include "util/guarded_parse.h"
 
 namespace gk::cli {
 
+// One line whatever the message quotes (a tensor name with a newline, a NUL byte).
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "gemmakit: error: %s\n", message.c_str());
+  std::fprintf(stderr, "gemmakit: error: %s\n", OneLine(message).c_str());
   return 1;
 }
 

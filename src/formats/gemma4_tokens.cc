@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/guarded_parse.h"
+
 namespace gk {
 namespace {
 
@@ -48,7 +50,7 @@ constexpr std::string_view kChatTemplate = R"JINJA({{- bos_token -}}
 {%- set thinking = enable_thinking is defined and enable_thinking -%}
 {%- if thinking or messages[0]['role'] in ['system', 'developer'] -%}
 {{- '<|turn>system\n' -}}
-{%- if thinking -%}{{- '<|think|>' -}}{%- endif -%}
+{%- if thinking -%}{{- '<|think|>\n' -}}{%- endif -%}
 {%- if messages[0]['role'] in ['system', 'developer'] -%}
 {{- messages[0]['content'] | trim -}}
 {%- set loop_messages = messages[1:] -%}
@@ -153,7 +155,9 @@ const Gemma4ControlToken* FindGemma4ControlToken(std::string_view gemma4_name) {
   return nullptr;
 }
 
-Result<std::string> RenameToGemma4Tokens(const std::string& gemma3_tokenizer_json) {
+namespace {
+
+Result<std::string> RenameToGemma4TokensUnguarded(const std::string& gemma3_tokenizer_json) {
   // model.vocab (262k keys) is captured as it streams past: an ordered_json object would make
   // each insert a linear scan. Everything else keeps its key order.
   std::vector<std::pair<std::string, int64_t>> vocab;
@@ -173,7 +177,7 @@ Result<std::string> RenameToGemma4Tokens(const std::string& gemma3_tokenizer_jso
     }
     return true;
   };
-  ojson root = ojson::parse(gemma3_tokenizer_json, callback, /*allow_exceptions=*/false);
+  GK_ASSIGN_OR_RETURN(ojson root, ParseOrderedJson(gemma3_tokenizer_json, "tokenizer.json", callback));
   if (root.is_discarded() || !root.is_object() || !root.contains("model") || !root["model"].is_object()) {
     return Status::Error("tokenizer.json is not valid JSON with a \"model\" object");
   }
@@ -205,9 +209,9 @@ Result<std::string> RenameToGemma4Tokens(const std::string& gemma3_tokenizer_jso
   return text;
 }
 
-Result<std::string> RenameToGemma4TokenizerConfig(const std::string& gemma3_config_json) {
-  ojson c = ojson::parse(gemma3_config_json, nullptr, /*allow_exceptions=*/false);
-  if (c.is_discarded() || !c.is_object()) {
+Result<std::string> RenameToGemma4TokenizerConfigUnguarded(const std::string& gemma3_config_json) {
+  GK_ASSIGN_OR_RETURN(ojson c, ParseOrderedJson(gemma3_config_json, "tokenizer_config.json"));
+  if (!c.is_object()) {
     return Status::Error("tokenizer_config.json is not a valid JSON object");
   }
   if (c.contains("added_tokens_decoder")) {
@@ -245,6 +249,19 @@ Result<std::string> RenameToGemma4TokenizerConfig(const std::string& gemma3_conf
   c["add_bos_token"] = false;
   c["chat_template"] = std::string(kChatTemplate);
   return c.dump(2, ' ', false, ojson::error_handler_t::replace);
+}
+
+}  // namespace
+
+// Both files are outside input (util/guarded_parse.h): e.g. an added_tokens_decoder entry that is
+// not an object makes nlohmann's value() throw.
+Result<std::string> RenameToGemma4Tokens(const std::string& gemma3_tokenizer_json) {
+  return GuardedParse("tokenizer.json", [&] { return RenameToGemma4TokensUnguarded(gemma3_tokenizer_json); });
+}
+
+Result<std::string> RenameToGemma4TokenizerConfig(const std::string& gemma3_config_json) {
+  return GuardedParse("tokenizer_config.json",
+                      [&] { return RenameToGemma4TokenizerConfigUnguarded(gemma3_config_json); });
 }
 
 }  // namespace gk

@@ -14,6 +14,7 @@
 
 #include "tensor/dtype.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk {
 namespace {
@@ -517,7 +518,13 @@ GgufFile::~GgufFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+// The file is outside input: whatever parsing it throws is an error naming it
+// (util/guarded_parse.h).
 Result<GgufFile> GgufFile::Open(const std::string& path) {
+  return GuardedParse(path, [&] { return OpenUnguarded(path); });
+}
+
+Result<GgufFile> GgufFile::OpenUnguarded(const std::string& path) {
   using R = Result<GgufFile>;
   GgufFile g;
   g.path_ = path;

@@ -178,6 +178,7 @@ class GgufFile {
 
  private:
   GgufFile() = default;
+  static Result<GgufFile> OpenUnguarded(const std::string& path);  // Open without GuardedParse
   std::string path_;
   int fd_ = -1;
   uint32_t version_ = 0, alignment_ = kGgufDefaultAlignment;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk {
 namespace {
@@ -164,14 +165,6 @@ Status SortAndCheckOverlap(const std::string& path, std::vector<TensorInfo>* ten
   return Status::Ok();
 }
 
-Result<json> ParseJson(const std::string& text, const std::string& what) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    return Result<json>::Error(StrCat(what, " is not valid JSON: ", e.what()));
-  }
-}
-
 // ---- Writing ----
 
 // Validates a spec and returns its byte size.
@@ -263,7 +256,13 @@ SafetensorsFile::~SafetensorsFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+// The header is outside input: whatever parsing it throws (nlohmann on a number too large for a
+// double, allocation on absurd sizes) becomes an error naming the file, never an abort.
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+  return GuardedParse(path, [&] { return OpenUnguarded(path); });
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::OpenUnguarded(const std::string& path) {
   using R = Result<std::unique_ptr<SafetensorsFile>>;
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
@@ -368,7 +367,7 @@ Status SafetensorsSet::Add(std::unique_ptr<SafetensorsFile> file) {
 namespace {
 
 // Reads model.safetensors.index.json into shard file name -> tensor names it should hold.
-Result<std::map<std::string, std::vector<std::string>>> ReadIndex(const std::string& index_path) {
+Result<std::map<std::string, std::vector<std::string>>> ReadIndexUnguarded(const std::string& index_path) {
   using R = Result<std::map<std::string, std::vector<std::string>>>;
   GK_ASSIGN_OR_RETURN(std::string text, ReadFile(index_path));
   GK_ASSIGN_OR_RETURN(json index, ParseJson(text, index_path));
@@ -393,6 +392,10 @@ Result<std::map<std::string, std::vector<std::string>>> ReadIndex(const std::str
   }
   if (shards.empty()) return R::Error(StrCat(index_path, ": weight_map is empty"));
   return shards;
+}
+
+Result<std::map<std::string, std::vector<std::string>>> ReadIndex(const std::string& index_path) {
+  return GuardedParse(index_path, [&] { return ReadIndexUnguarded(index_path); });
 }
 
 }  // namespace

@@ -57,6 +57,8 @@ class SafetensorsFile {
  private:
   friend class SafetensorsSet;  // sets TensorInfo::file_index when a file joins a set
   SafetensorsFile() = default;
+  // Open without the GuardedParse around it (util/guarded_parse.h).
+  static Result<std::unique_ptr<SafetensorsFile>> OpenUnguarded(const std::string& path);
   std::string path_;
   int fd_ = -1;
   uint64_t file_size_ = 0;

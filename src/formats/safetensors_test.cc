@@ -405,5 +405,36 @@ TEST_F(AtomicFileTest, CommitReplacesTarget) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
 }
 
+// Issue 24: a header number too large for a double made nlohmann throw out_of_range, which
+// nothing caught (SIGABRT). Now one error line naming the file.
+TEST_F(SafetensorsTest, NumberTooLargeForADoubleIsAnError) {
+  WriteBytes(Path("m.safetensors"),
+             Raw(R"({"x":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})", "abcd"));
+  const std::string msg = OpenError(Path("m.safetensors"));
+  EXPECT_NE(msg.find("m.safetensors: header: not valid JSON: number overflow parsing '1e999'"), std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
+}
+
+// A shape nested a million deep: the error message would dump it, and nlohmann's dump()
+// recurses, so the parser refuses the nesting itself.
+TEST_F(SafetensorsTest, DeeplyNestedHeaderIsAnError) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  WriteBytes(Path("m.safetensors"), Raw(R"({"x":{"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,4]}})", "abcd"));
+  EXPECT_NE(OpenError(Path("m.safetensors")).find("nesting deeper than"), std::string::npos);
+  // Nesting within the limit reaches the field check, whose message quotes the value.
+  const std::string nested = std::string(100, '[') + "1" + std::string(100, ']');
+  WriteBytes(Path("n.safetensors"), Raw(R"({"x":{"dtype":"F32","shape":[)" + nested + R"(],"data_offsets":[0,4]}})", "abcd"));
+  EXPECT_NE(OpenError(Path("n.safetensors")).find("non-integer dimension"), std::string::npos);
+}
+
+TEST_F(SafetensorsTest, IndexWithANumberTooLargeIsAnError) {
+  WriteBytes(Path("model.safetensors.index.json"), R"({"metadata": {"total_size": 1e999}, "weight_map": {}})");
+  auto set = SafetensorsSet::Open(dir_.string());
+  ASSERT_FALSE(set.ok());
+  EXPECT_NE(set.message().find("model.safetensors.index.json: not valid JSON: number overflow"), std::string::npos)
+      << set.message();
+}
+
 }  // namespace
 }  // namespace gk

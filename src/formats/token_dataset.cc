@@ -14,6 +14,7 @@
 
 #include "formats/safetensors.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk {
 namespace {
@@ -147,8 +148,9 @@ Result<json> ReadIndex(const fs::path& path) {
         StrCat(path.string(), " not found; is this a directory written by `gemmakit data prepare`?"));
   }
   GK_ASSIGN_OR_RETURN(std::string text, ReadFile(path.string()));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Result<json>::Error(StrCat(path.string(), ": invalid JSON", kRedo));
+  auto parsed = ParseJson(text, path.string());
+  if (!parsed.ok()) return Result<json>::Error(StrCat(parsed.message(), kRedo));
+  json j = std::move(parsed).value();
   if (!j.is_object()) return Result<json>::Error(StrCat(path.string(), ": must be a JSON object, got ", j.type_name()));
   if (!j.contains("format") || j["format"] != kFormat) {
     return Result<json>::Error(StrCat(path.string(), ": \"format\" is ", j.value("format", json()).dump(),
@@ -260,7 +262,13 @@ Status WriteTokenDataset(const std::string& dir, const std::vector<TokenRow>& ro
   return Status::Ok();
 }
 
+// dataset.json and the shards are outside input: whatever parsing them throws is an error
+// (util/guarded_parse.h).
 Result<TokenDataset> TokenDataset::Open(const std::string& dir) {
+  return GuardedParse(dir, [&] { return OpenUnguarded(dir); });
+}
+
+Result<TokenDataset> TokenDataset::OpenUnguarded(const std::string& dir) {
   using R = Result<TokenDataset>;
   const fs::path root(dir);
   const fs::path index_path = root / kIndexName;

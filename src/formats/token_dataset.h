@@ -54,6 +54,7 @@ class TokenDataset {
   TokenRow Row(int64_t i) const;
 
  private:
+  static Result<TokenDataset> OpenUnguarded(const std::string& dir);  // Open without GuardedParse
   struct Shard {
     std::vector<int32_t> tokens;
     std::vector<uint8_t> mask;

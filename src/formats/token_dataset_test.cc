@@ -198,7 +198,7 @@ TEST(TokenDatasetOpenTest, InvalidOrForeignDatasetJson) {
   const std::string dir = TestTempDir("gk_token_dataset_badjson");
   WriteRaw(dir, kGood, 2, 5, 3);
   ASSERT_TRUE(WriteFileAtomic(dir + "/dataset.json", "{\"format\": ").ok());
-  ExpectOpenError(dir, "dataset.json", "invalid JSON");
+  ExpectOpenError(dir, "dataset.json", "not valid JSON");
   ASSERT_TRUE(WriteFileAtomic(dir + "/dataset.json", R"({"format": "something-else", "version": 1})").ok());
   ExpectOpenError(dir, "dataset.json", "\"format\"");
   ASSERT_TRUE(WriteFileAtomic(dir + "/dataset.json",

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk {
 namespace {
@@ -315,7 +316,7 @@ struct Tokenizer::RawModel {
 
 // Moves model.vocab and model.merges out of the parse into `raw` as they stream past, so the
 // DOM never holds ~800k small nodes (building and freeing them dominated load time).
-json Tokenizer::ParseCapturingModel(std::string_view text, RawModel& raw) {
+Result<json> Tokenizer::ParseCapturingModel(std::string_view text, RawModel& raw, const std::string& origin) {
   std::vector<std::string> path(4);  // object keys at depth 1..3
   std::string key;
   auto in_model = [&](const char* field) { return path[1] == "model" && path[2] == field; };
@@ -356,7 +357,7 @@ json Tokenizer::ParseCapturingModel(std::string_view text, RawModel& raw) {
     }
     return false;
   };
-  return json::parse(text, callback, /*allow_exceptions=*/false);
+  return ParseJson(text, origin, callback);
 }
 
 namespace {
@@ -376,11 +377,18 @@ Result<Tokenizer> Tokenizer::Load(const std::string& path) {
   return FromJson(text, path);
 }
 
+// tokenizer.json is outside input: whatever its parsing throws becomes an error naming it.
 Result<Tokenizer> Tokenizer::FromJson(std::string_view json_text, const std::string& origin) {
+  return GuardedParse(origin, [&] { return FromJsonUnguarded(json_text, origin); });
+}
+
+Result<Tokenizer> Tokenizer::FromJsonUnguarded(std::string_view json_text, const std::string& origin) {
   RawModel raw;
-  const json root = ParseCapturingModel(json_text, raw);
+  auto parsed = ParseCapturingModel(json_text, raw, origin);
+  if (!parsed.ok()) return Status::Error(StrCat(parsed.message(), "; re-download the tokenizer.json"));
+  const json root = std::move(parsed).value();
   if (root.is_discarded() || !root.is_object()) {
-    return Status::Error(StrCat(origin, " is not valid JSON; re-download the tokenizer.json"));
+    return Status::Error(StrCat(origin, " is not a JSON object; re-download the tokenizer.json"));
   }
   if (!raw.error.empty()) return Status::Error(StrCat(origin, " ", raw.error));
   if (!root.contains("model") || !root["model"].is_object()) {
@@ -622,13 +630,24 @@ int32_t Tokenizer::MatchAdded(std::string_view text, size_t pos, bool parse_spec
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, SpecialTokenText special) const {
+  const std::pair<size_t, size_t> all{0, text.size()};
+  return EncodeWithSpecialRanges(
+      text, special == SpecialTokenText::kParse ? std::span(&all, 1) : std::span<const std::pair<size_t, size_t>>());
+}
+
+std::vector<int32_t> Tokenizer::EncodeWithSpecialRanges(
+    std::string_view text, std::span<const std::pair<size_t, size_t>> special_ranges) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
-  const bool parse_special = special == SpecialTokenText::kParse;
+  size_t range = 0;
   size_t start = 0;  // start of the pending ordinary-text section
   for (size_t i = 0; i < text.size();) {
+    while (range < special_ranges.size() && special_ranges[range].second <= i) ++range;
+    const bool in_range = range < special_ranges.size() && special_ranges[range].first <= i;
     size_t len = 0;
-    const int32_t tok = MatchAdded(text, i, parse_special, &len);
+    // A special token must end inside its range: matching stops at the range's end.
+    int32_t tok = in_range ? MatchAdded(text.substr(0, special_ranges[range].second), i, true, &len) : -1;
+    if (tok < 0) tok = MatchAdded(text, i, false, &len);
     if (tok < 0) {
       ++i;
       continue;

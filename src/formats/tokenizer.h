@@ -49,6 +49,12 @@ class Tokenizer {
   // Text to ids. Adds no BOS/EOS (the chat template or caller does that explicitly).
   std::vector<int32_t> Encode(std::string_view text,
                               SpecialTokenText special = SpecialTokenText::kParse) const;
+  // Text in which special added tokens are recognised only inside `special_ranges` (sorted,
+  // non-overlapping [begin, end) byte offsets) and only when they lie wholly inside one: a
+  // rendered chat template whose own markers are control tokens while message text that spells
+  // them stays text. Sections between control tokens are encoded whole, as Encode does.
+  std::vector<int32_t> EncodeWithSpecialRanges(std::string_view text,
+                                               std::span<const std::pair<size_t, size_t>> special_ranges) const;
   // Ids to text. Unknown ids decode to nothing.
   std::string Decode(std::span<const int32_t> ids, bool skip_special = false) const;
   // Decoded bytes before UTF-8 repair: byte tokens may leave partial characters at the end.
@@ -96,7 +102,10 @@ class Tokenizer {
     std::vector<std::pair<uint8_t, int32_t>> children;
   };
   struct RawModel;  // vocab and merges captured while parsing, without a JSON DOM
-  static nlohmann::json ParseCapturingModel(std::string_view text, RawModel& raw);
+  static Result<nlohmann::json> ParseCapturingModel(std::string_view text, RawModel& raw,
+                                                    const std::string& origin);
+  // FromJson without the GuardedParse around it (util/guarded_parse.h).
+  static Result<Tokenizer> FromJsonUnguarded(std::string_view json_text, const std::string& origin);
 
   Tokenizer() = default;
   Status ParseModel(const nlohmann::json& model, RawModel& raw, const std::string& origin);

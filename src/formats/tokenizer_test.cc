@@ -223,7 +223,7 @@ TEST(TokenizerTest, LongWordEncodesInNearLinearTime) {
 }
 
 TEST(TokenizerTest, ReportsMalformedFiles) {
-  EXPECT_NE(Tokenizer::FromJson("{not json", "t.json").message().find("t.json is not valid JSON"),
+  EXPECT_NE(Tokenizer::FromJson("{not json", "t.json").message().find("t.json: not valid JSON"),
             std::string::npos);
   EXPECT_NE(Tokenizer::FromJson("{}", "t.json").message().find("no \"model\""), std::string::npos);
 
@@ -462,6 +462,32 @@ TEST(TokenizerGemma4RenameTest, RealGemma3FileKeepsTextIds) {
   EXPECT_EQ(g4->Encode("<|turn>"), std::vector<int32_t>{105});
   EXPECT_NE(g3->Encode("<|turn>"), std::vector<int32_t>{105});
   std::printf("[ tokenizer ] RenameToGemma4Tokens on the real file: %.3f s\n", rename_s);
+}
+
+// tokenizer.json comes with downloaded checkpoints: a number too large for a double or nesting
+// a million deep is one error line, not an exception.
+TEST(TokenizerTest, HostileFilesAreOneLineErrors) {
+  json j = SmallTokenizerJson();
+  std::string text = j.dump();
+  text.replace(text.find("\"<pad>\":0"), 9, "\"<pad>\":1e999");
+  auto t = Tokenizer::FromJson(text, "t.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("t.json: not valid JSON: number overflow parsing '1e999'"), std::string::npos)
+      << t.message();
+  const std::string deep = "{\"model\": " + std::string(1000000, '[') + std::string(1000000, ']') + "}";
+  t = Tokenizer::FromJson(deep, "t.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("nesting deeper than"), std::string::npos) << t.message();
+  EXPECT_EQ(t.message().find('\n'), std::string::npos);
+}
+
+// An added_tokens_decoder entry that is not an object made nlohmann's value() throw.
+TEST(TokenizerGemma4RenameTest, MalformedFilesAreErrors) {
+  auto c = RenameToGemma4TokenizerConfig(R"({"added_tokens_decoder": {"105": 5}})");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("tokenizer_config.json: "), std::string::npos) << c.message();
+  EXPECT_FALSE(RenameToGemma4TokenizerConfig(R"({"x": 1e999})").ok());
+  EXPECT_FALSE(RenameToGemma4Tokens(R"({"model": {"vocab": {"a": 1e999}}})").ok());
 }
 
 }  // namespace

@@ -2,14 +2,52 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <type_traits>
+
 #include <nlohmann/json.hpp>
 
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk {
 namespace {
 
 using json = nlohmann::json;
+
+// A JSON value as T when it is one: integers must fit (16.0 counts as 16; 1e300 or 3.5 as an
+// int is refused rather than cast, which would be undefined behaviour).
+template <class T>
+bool Convert(const json& v, T* out) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) return false;
+    *out = v.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    static_assert(std::is_signed_v<T>);
+    constexpr int64_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+    if (v.is_number_unsigned()) {
+      if (v.get<uint64_t>() > uint64_t(hi)) return false;
+      *out = T(v.get<uint64_t>());
+    } else if (v.is_number_integer()) {
+      if (v.get<int64_t>() < lo || v.get<int64_t>() > hi) return false;
+      *out = T(v.get<int64_t>());
+    } else if (v.is_number_float()) {
+      const double d = v.get<double>();
+      // -double(lo) is 2^(bits-1), exactly representable, unlike double(hi) for int64_t.
+      if (!(d == std::floor(d) && d >= double(lo) && d < -double(lo))) return false;
+      *out = T(d);
+    } else {
+      return false;
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number()) return false;
+    *out = T(v.get<double>());
+  } else {
+    if (!v.is_string()) return false;
+    *out = v.get<std::string>();
+  }
+  return true;
+}
 
 // Reads an optional field of the right type; error when present with the wrong type.
 template <class T>
@@ -19,10 +57,9 @@ Status Get(const json& j, const char* key, T* out, bool required) {
     if (required) return Status::Error(StrCat("config.json: missing required field '", key, "'"));
     return Status::Ok();
   }
-  try {
-    *out = it->get<T>();
-  } catch (const json::exception&) {
-    return Status::Error(StrCat("config.json: field '", key, "' has the wrong type (", it->dump(), ")"));
+  if (!Convert(*it, out)) {
+    return Status::Error(StrCat("config.json: field '", key, "' has the wrong type or is out of range (",
+                                it->dump(), ")"));
   }
   return Status::Ok();
 }
@@ -252,7 +289,9 @@ int64_t ModelConfig::ParameterCount() const {
   return n;
 }
 
-Result<ModelConfig> ParseModelConfig(const json& top) {
+namespace {
+
+Result<ModelConfig> ParseModelConfigUnguarded(const json& top) {
   if (!top.is_object()) return Result<ModelConfig>::Error("config.json: not a JSON object");
   const json& t = (top.contains("text_config") && top["text_config"].is_object()) ? top["text_config"] : top;
   ModelConfig c;
@@ -276,6 +315,10 @@ Result<ModelConfig> ParseModelConfig(const json& top) {
   GK_RETURN_IF_ERROR(Get(t, "hidden_activation", &act, false));
   if (act != "gelu_pytorch_tanh") {
     return Result<ModelConfig>::Error(StrCat("config.json: hidden_activation '", act, "' is not supported (gelu_pytorch_tanh)"));
+  }
+  if (c.num_layers > kMaxLayers) {
+    return Result<ModelConfig>::Error(StrCat("config.json: num_hidden_layers ", c.num_layers, " is over the limit of ",
+                                             kMaxLayers));
   }
   GK_RETURN_IF_ERROR(ParseLayerTypes(t, &c));
   c.rope_sliding.theta = 10000.f;
@@ -320,9 +363,20 @@ Result<ModelConfig> ParseModelConfig(const json& top) {
   return c;
 }
 
+}  // namespace
+
+// config.json is outside input: nothing it holds may end in an exception (util/guarded_parse.h).
+Result<ModelConfig> ParseModelConfig(const json& top) {
+  return GuardedParse("config.json", [&] { return ParseModelConfigUnguarded(top); });
+}
+
 Status ValidateModelConfig(const ModelConfig& c) {
+  // Bounded too, so that sizes computed from them (products, per-layer tables) cannot overflow.
   auto positive = [](const char* name, int v) -> Status {
     if (v <= 0) return Status::Error(StrCat("config.json: ", name, " must be positive, got ", v));
+    if (v > kMaxDimension) {
+      return Status::Error(StrCat("config.json: ", name, " ", v, " is over the limit of ", kMaxDimension));
+    }
     return Status::Ok();
   };
   GK_RETURN_IF_ERROR(positive("vocab_size", c.vocab_size));
@@ -335,6 +389,16 @@ Status ValidateModelConfig(const ModelConfig& c) {
   GK_RETURN_IF_ERROR(positive("global_head_dim", c.global_head_dim));
   GK_RETURN_IF_ERROR(positive("num_global_key_value_heads", c.num_global_kv_heads));
   GK_RETURN_IF_ERROR(positive("sliding_window", c.sliding_window));
+  if (c.num_layers > kMaxLayers) {
+    return Status::Error(StrCat("config.json: num_hidden_layers ", c.num_layers, " is over the limit of ", kMaxLayers));
+  }
+  for (const auto& [name, v] : {std::pair<const char*, int>{"hidden_size_per_layer_input", c.hidden_size_per_layer_input},
+                                {"vocab_size_per_layer_input", c.vocab_size_per_layer_input},
+                                {"num_experts", c.num_experts}, {"moe_intermediate_size", c.moe_intermediate_size}}) {
+    if (v < 0 || v > kMaxDimension) {
+      return Status::Error(StrCat("config.json: ", name, " must be in [0, ", kMaxDimension, "], got ", v));
+    }
+  }
   if (int(c.layer_types.size()) != c.num_layers) {
     return Status::Error(StrCat("config.json: ", c.layer_types.size(), " layer types for ", c.num_layers, " layers"));
   }
@@ -383,15 +447,15 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_or_file) {
   const std::string model_dir = CheckpointDirOf(dir_or_file);
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   GK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Result<ModelConfig>::Error(StrCat(path, ": invalid JSON"));
+  GK_ASSIGN_OR_RETURN(json j, ParseJson(text, path));
   auto c = ParseModelConfig(j);
   if (!c.ok()) return Result<ModelConfig>::Error(StrCat(model_dir, "/", c.message()));
-  // generation_config.json may list more stop ids (Gemma 4: <eos>, <turn|>, <|tool_response>).
+  // generation_config.json may list more stop ids (Gemma 4: <eos>, <turn|>, <|tool_response>);
+  // unreadable, it is ignored, as before.
   auto gen = ReadFile((std::filesystem::path(model_dir) / "generation_config.json").string());
   if (gen.ok()) {
-    json g = json::parse(*gen, nullptr, false);
-    if (g.is_object()) AddEos(g, &c->eos_token_ids);
+    auto g = ParseJson(*gen, "generation_config.json");
+    if (g.ok() && g->is_object()) AddEos(*g, &c->eos_token_ids);
   }
   return c;
 }

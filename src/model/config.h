@@ -87,7 +87,12 @@ struct ModelConfig {
   int64_t ParameterCount() const;
 };
 
-// Parses a config.json object. Errors name the missing or invalid field.
+// Limits of what a config may declare (real Gemma checkpoints: dozens of layers, sizes up to
+// 262144), so that a crafted config cannot make per-layer tables take gigabytes.
+inline constexpr int kMaxLayers = 4096;
+inline constexpr int kMaxDimension = 1 << 24;
+
+// Parses a config.json object. Errors name the missing or invalid field; never throws.
 Result<ModelConfig> ParseModelConfig(const nlohmann::json& j);
 // model_dir: a Hugging Face checkpoint directory, or one of its .safetensors files (config.json,
 // tokenizer and generation_config.json are then read from the file's directory).

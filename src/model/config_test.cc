@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "model/presets.h"
@@ -233,6 +236,42 @@ TEST(ModelConfig, RefusesWhatChangesTheFunction) {
   j = Gemma4PerLayerStyle();
   j["text_config"]["attention_bias"] = true;
   EXPECT_FALSE(ParseModelConfig(j).ok());
+}
+
+// A crafted config must be an error, never undefined behaviour or an exception: a float far
+// outside int for an integer field (the cast was UB), a layer count that would allocate
+// gigabytes, a string where value() expects a number.
+TEST(ModelConfig, OutOfRangeNumbersAreErrors) {
+  json j = Gemma4Multimodal();
+  j["text_config"]["hidden_size"] = 1e300;
+  auto c = ParseModelConfig(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("field 'hidden_size' has the wrong type or is out of range (1e+300)"), std::string::npos)
+      << c.message();
+  j["text_config"]["hidden_size"] = 3.5;
+  EXPECT_FALSE(ParseModelConfig(j).ok());
+  j["text_config"]["hidden_size"] = 5376.0;  // an integral float is still accepted
+  EXPECT_TRUE(ParseModelConfig(j).ok());
+  j["text_config"]["num_hidden_layers"] = 2000000000;
+  j["text_config"].erase("layer_types");
+  c = ParseModelConfig(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("num_hidden_layers 2000000000 is over the limit of 4096"), std::string::npos)
+      << c.message();
+  j = Gemma4Multimodal();
+  j["text_config"]["intermediate_size"] = int64_t(1) << 40;
+  EXPECT_FALSE(ParseModelConfig(j).ok());
+}
+
+TEST(ModelConfig, UnparsableConfigFileIsOneLine) {
+  const std::string dir = ::testing::TempDir() + "/gk_config_bad_number";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json") << R"({"text_config": {"vocab_size": 1e999}})";
+  auto c = LoadModelConfig(dir);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("config.json: not valid JSON: number overflow parsing '1e999'"), std::string::npos)
+      << c.message();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/guarded_parse.h"
 #include "util/result.h"
 
 namespace gk::server {
@@ -85,11 +86,9 @@ Err ReadTokenList(const json& v, const std::string& name, std::vector<int32_t>* 
 
 Err ParseBody(std::string_view body, json* out) {
   if (!IsValidUtf8(body)) return ApiError::BadRequest("The request body is not valid UTF-8.");
-  try {
-    *out = json::parse(body);
-  } catch (const json::exception& e) {
-    return ApiError::BadRequest(StrCat("The request body is not valid JSON: ", e.what()));
-  }
+  auto parsed = ParseJson(body, "");  // "not valid JSON: ..."
+  if (!parsed.ok()) return ApiError::BadRequest(StrCat("The request body is ", parsed.message()));
+  *out = std::move(parsed).value();
   if (!out->is_object()) return ApiError::BadRequest(StrCat("The request body must be a JSON object, got ", TypeName(*out)));
   return std::nullopt;
 }
@@ -288,6 +287,15 @@ Err ReadChatTemplateKwargs(const json& v, bool* enable_thinking) {
   return std::nullopt;
 }
 
+// Runs a body parser inside GuardedParse (util/guarded_parse.h): whatever it throws is a 400
+// naming the problem, never a crashed or 500ing server.
+template <class F>
+Err Guarded(F&& parse) {
+  Result<Err> r = GuardedParse("The request body could not be parsed", std::forward<F>(parse));
+  if (!r.ok()) return ApiError::BadRequest(r.message());
+  return *r;
+}
+
 }  // namespace
 
 bool IsValidUtf8(std::string_view s) {
@@ -328,7 +336,9 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
-std::optional<ApiError> ParseOpenAIRequest(std::string_view body, ApiKind kind, OpenAIRequest* out) {
+namespace {
+
+std::optional<ApiError> ParseOpenAIRequestUnguarded(std::string_view body, ApiKind kind, OpenAIRequest* out) {
   json j;
   if (auto e = ParseBody(body, &j)) return e;
   OpenAIRequest r;
@@ -492,7 +502,15 @@ std::optional<ApiError> ParseOpenAIRequest(std::string_view body, ApiKind kind, 
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequest* out) {
+}  // namespace
+
+std::optional<ApiError> ParseOpenAIRequest(std::string_view body, ApiKind kind, OpenAIRequest* out) {
+  return Guarded([&] { return ParseOpenAIRequestUnguarded(body, kind, out); });
+}
+
+namespace {
+
+std::optional<ApiError> ParseTokenizeRequestUnguarded(std::string_view body, TokenizeRequest* out) {
   json j;
   if (auto e = ParseBody(body, &j)) return e;
   TokenizeRequest r;
@@ -525,7 +543,15 @@ std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequ
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, DetokenizeRequest* out) {
+}  // namespace
+
+std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequest* out) {
+  return Guarded([&] { return ParseTokenizeRequestUnguarded(body, out); });
+}
+
+namespace {
+
+std::optional<ApiError> ParseDetokenizeRequestUnguarded(std::string_view body, DetokenizeRequest* out) {
   json j;
   if (auto e = ParseBody(body, &j)) return e;
   DetokenizeRequest r;
@@ -543,6 +569,12 @@ std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, Detokenize
   if (!have_tokens) return ApiError::BadRequest("'tokens' is required", "tokens");
   *out = std::move(r);
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, DetokenizeRequest* out) {
+  return Guarded([&] { return ParseDetokenizeRequestUnguarded(body, out); });
 }
 
 std::optional<ApiError> CheckContextLength(const OpenAIRequest& request, int64_t prompt_tokens,

@@ -243,5 +243,27 @@ TEST(OpenAIRequestTest, Utf8Validation) {
   EXPECT_FALSE(IsValidUtf8("\xFF"));
 }
 
+// Whatever a client sends is a 400 with a one-line message, never an exception: a number too
+// large for a double (nlohmann throws out_of_range), nesting a million deep (dump() and copies
+// recurse), for every body parser.
+TEST(OpenAIRequestTest, HostileBodiesAreA400) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  for (const std::string& body :
+       {std::string(R"({"prompt": "a", "max_tokens": 1e999})"), std::string(R"({"messages": [], "seed": -1e400})"),
+        R"({"prompt": )" + deep + "}", R"({"messages": [{"role": "user", "content": )" + deep + "}]}"}) {
+    for (ApiKind kind : {ApiKind::kCompletion, ApiKind::kChat}) {
+      const ApiError e = ParseErr(body, kind);
+      EXPECT_EQ(e.status, 400);
+      EXPECT_NE(e.message.find("The request body is not valid JSON: "), std::string::npos) << e.message;
+      EXPECT_EQ(e.message.find('\n'), std::string::npos) << e.message;
+      EXPECT_NO_THROW((void)e.Body());
+    }
+    TokenizeRequest t;
+    DetokenizeRequest d;
+    EXPECT_NE(ParseTokenizeRequest(body, &t)->message.find("not valid JSON"), std::string::npos);
+    EXPECT_NE(ParseDetokenizeRequest(body, &d)->message.find("not valid JSON"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace gk::server

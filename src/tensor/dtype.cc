@@ -1,5 +1,6 @@
 #include "tensor/dtype.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
@@ -154,6 +155,13 @@ __attribute__((target("avx2,f16c"))) int64_t ToF16SaturatedF16c(const float* src
   return i;
 }
 
+// F16C and AVX2 (with the OS saving AVX state). F16C is read from CPUID leaf 1 directly:
+// clang 14's __builtin_cpu_supports does not know the "f16c" feature string.
+bool HasF16cAvx2() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+
 }  // namespace
 
 void ConvertFromF32(DType dst, const float* src, int64_t n, void* dst_ptr) {
@@ -168,7 +176,7 @@ void ConvertFromF32(DType dst, const float* src, int64_t n, void* dst_ptr) {
     }
     case DType::kF16: {
       auto* d = static_cast<uint16_t*>(dst_ptr);
-      static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+      static const bool f16c = HasF16cAvx2();
       int64_t i = f16c ? ToF16SaturatedF16c(src, n, d) : 0;
       for (; i < n; ++i) d[i] = F32ToF16Saturated(src[i]);
       return;

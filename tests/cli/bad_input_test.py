@@ -141,6 +141,50 @@ def unknown_override(d):
     edit_config(d, fn)
 
 
+# Crafted files (issue 24): every parser of outside input answers with one error line, never an
+# uncaught exception (SIGABRT, exit 134) or a stack overflow (SIGSEGV).
+def number_too_large(d):
+    """A safetensors header holding a number too large for a double (nlohmann throws)."""
+    p = os.path.join(d, "model.safetensors")
+    h, data = read_header(p)
+    k = first_tensor(h)
+    raw = json.dumps(h).replace(json.dumps(h[k]["shape"]), "[1e999]", 1).encode()
+    with open(p, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + data)
+
+
+def deeply_nested_header(d):
+    p = os.path.join(d, "model.safetensors")
+    h, data = read_header(p)
+    k = first_tensor(h)
+    raw = json.dumps(h).replace(json.dumps(h[k]["shape"]), "[" * 200000 + "]" * 200000, 1).encode()
+    with open(p, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + data)
+
+
+def tensor_name_with_newline(d):
+    p = os.path.join(d, "model.safetensors")
+    h, data = read_header(p)
+    h["extra\nline"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+    write_with_header(p, h, data)
+
+
+def config_number_too_large(d):
+    with open(os.path.join(d, "config.json")) as f:
+        text = f.read()
+    with open(os.path.join(d, "config.json"), "w") as f:
+        f.write(text.replace('"vocab_size": ', '"vocab_size": 1e999, "x": ', 1))
+
+
+def config_float_for_int(d):
+    edit_config(d, lambda c: c["text_config"].__setitem__("hidden_size", 1e300))
+
+
+def bad_tokenizer(d):
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        f.write('{"model": {"type": "BPE", "vocab": {"a": 1e999}}}')
+
+
 TOKENS = ["--tokens", "2,10,11,12,13,14,15,16,17,18,19,20"]
 CASES = [
     ("truncated safetensors", truncate, TOKENS, "safetensors"),
@@ -151,7 +195,7 @@ CASES = [
     ("config missing a required field", missing_field, TOKENS, "hidden_size"),
     ("unknown architecture", unknown_arch, TOKENS, "unknown architecture"),
     ("config.json missing", no_config, TOKENS, "config.json"),
-    ("config.json not JSON", invalid_json_config, TOKENS, "invalid JSON"),
+    ("config.json not JSON", invalid_json_config, TOKENS, "config.json: not valid JSON"),
     ("tensor shape disagrees with config", wrong_shape_in_config, TOKENS, "mlp.gate_proj.weight has shape"),
     ("per_layer_config override gemmakit does not apply", unknown_override, TOKENS,
      "per_layer_config layer 5: override 'rope_theta'"),
@@ -159,6 +203,105 @@ CASES = [
     ("token id outside the embedding", None, ["--tokens", "2,5,999999"], "outside"),
     ("malformed token list", None, ["--tokens", "2,x,3"], "not a token id"),
     ("model directory without weights", "no_weights", TOKENS, "no model.safetensors"),
+    ("safetensors header number too large for a double", number_too_large, TOKENS,
+     "header: not valid JSON: number overflow parsing '1e999'"),
+    ("safetensors header nested 200000 deep", deeply_nested_header, TOKENS, "nesting deeper than 512 levels"),
+    ("tensor name with a newline", tensor_name_with_newline, TOKENS, "extra\\nline"),
+    # Found by config_json_fuzz: errors quote input verbatim; Fail prints them on one line.
+    ("config.json model_type with a newline", lambda d: edit_config(d, lambda c: c["text_config"].__setitem__(
+        "model_type", "g\ne")), TOKENS, "unknown architecture (model_type 'g\\ne'"),
+    ("config.json number too large for a double", config_number_too_large, TOKENS,
+     "config.json: not valid JSON: number overflow"),
+    ("config.json float for an integer field", config_float_for_int, TOKENS,
+     "field 'hidden_size' has the wrong type or is out of range"),
+    ("tokenizer.json number too large for a double", bad_tokenizer, ["--text", "hi"],
+     "tokenizer.json: not valid JSON: number overflow"),
+]
+
+
+# Other commands' inputs: (name, make(root, model_dir) -> gemmakit arguments, text of the error).
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def adapter_bad_json(root, model):
+    a = os.path.join(root, "adapter_bad_json")
+    write(os.path.join(a, "adapter_config.json"), '{"r": 8, "lora_alpha": 1e999}')
+    return ["merge", "--base", model, "--adapter", a, "--out", os.path.join(root, "merged1")]
+
+
+def adapter_bad_type(root, model):
+    a = os.path.join(root, "adapter_bad_type")
+    write(os.path.join(a, "adapter_config.json"), '{"r": 8, "lora_alpha": 16, "peft_type": {"x": 1}}')
+    return ["merge", "--base", model, "--adapter", a, "--out", os.path.join(root, "merged2")]
+
+
+def adapter_bad_tensors(root, model):
+    a = os.path.join(root, "adapter_bad_tensors")
+    write(os.path.join(a, "adapter_config.json"), '{"r": 8, "lora_alpha": 16}')
+    h = b'{"base_model.model.x.lora_A.weight":{"dtype":"F32","shape":[1e400],"data_offsets":[0,4]}}'
+    with open(os.path.join(a, "adapter_model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"\0" * 4)
+    return ["merge", "--base", model, "--adapter", a, "--out", os.path.join(root, "merged3")]
+
+
+def recipe_bad_toml(root, model):
+    return ["train", "--config", write(os.path.join(root, "bad.toml"), 'model = "m"\n[lora\nrank = 2\n')]
+
+
+def recipe_huge_regex(root, model):
+    regex = "(" * 100000 + "a" + ")" * 100000
+    text = f'model = "{model}"\nout = "{root}/run"\ndata = "{root}/none.jsonl"\n[lora]\ntarget_modules = \'{regex}\'\n'
+    return ["train", "--config", write(os.path.join(root, "regex.toml"), text)]
+
+
+def dataset_bad_index(root, model):
+    d = os.path.join(root, "dataset")
+    write(os.path.join(d, "dataset.json"), '{"format": "gemmakit-token-dataset", "version": 1, "rows": 1e999}')
+    return ["data", "stats", "--dataset", d]
+
+
+def dataset_bad_shard(root, model):
+    d = os.path.join(root, "dataset2")
+    write(os.path.join(d, "dataset.json"), json.dumps(
+        {"format": "gemmakit-token-dataset", "version": 1, "rows": 1, "tokens": 2, "loss_tokens": 1,
+         "shards": [{"file": "shard-00000.safetensors", "rows": 1}]}))
+    h = b'{"tokens":{"dtype":"I32","shape":[2],"data_offsets":[0,8]},"x":' + b"[" * 5000 + b"]" * 5000 + b"}"
+    with open(os.path.join(d, "shard-00000.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"\0" * 8)
+    return ["data", "stats", "--dataset", d]
+
+
+def bench_compare_bad(root, model):
+    a = write(os.path.join(root, "a.json"), '{"request_rate": 1e999}')
+    return ["bench", "compare", a, a]
+
+
+def eval_compare_bad(root, model):
+    a = write(os.path.join(root, "eval_a", "summary.json"), '{"pass_at_k": {"1": 1e999}}')
+    return ["eval", "compare", os.path.dirname(a), os.path.dirname(a)]
+
+
+def report_bad_run_json(root, model):
+    a = write(os.path.join(root, "run_a", "run.json"), '{"label": "a", "price_per_hour": 1e999}')
+    b = write(os.path.join(root, "run_b", "run.json"), '{"label": "b"}')
+    return ["report", os.path.dirname(a), os.path.dirname(b), "--out", os.path.join(root, "report", "r.html")]
+
+
+CMD_CASES = [
+    ("PEFT adapter_config.json number too large", adapter_bad_json, "adapter_config.json: not valid JSON"),
+    ("PEFT adapter_config.json peft_type not a string", adapter_bad_type, "not a LoRA adapter"),
+    ("PEFT adapter_model.safetensors number too large", adapter_bad_tensors, "not valid JSON: number overflow"),
+    ("TOML recipe syntax error", recipe_bad_toml, "bad.toml:2:"),
+    ("TOML recipe regex 100000 groups deep", recipe_huge_regex, "over the limit of 1024"),
+    ("token data set index number too large", dataset_bad_index, "dataset.json: not valid JSON: number overflow"),
+    ("token data set shard header nested deep", dataset_bad_shard, "nesting deeper than 512 levels"),
+    ("bench compare result number too large", bench_compare_bad, "a.json: not valid JSON: number overflow"),
+    ("eval compare summary number too large", eval_compare_bad, "summary.json: not valid JSON: number overflow"),
+    ("report run.json number too large", report_bad_run_json, "run.json: not valid JSON: number overflow"),
 ]
 
 
@@ -167,11 +310,11 @@ def run_case(gk, root, base, name, damage, args, needle):
     if damage == "no_weights":
         os.makedirs(d)
         shutil.copy(os.path.join(base, "config.json"), d)
-    else:
+    elif damage != "command":
         shutil.copytree(base, d)
         if damage:
             damage(d)
-    cmd = [gk, "logprobs", "--model", d, "--json"] + args
+    cmd = [gk] + args if damage == "command" else [gk, "logprobs", "--model", d, "--json"] + args
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
@@ -204,11 +347,12 @@ def main():
         if ok.returncode != 0:
             print(f"FAIL baseline: {ok.stderr.strip()}")
             return 1
-        for name, damage, args, needle in CASES:
+        cases = CASES + [(name, "command", make(root, base), needle) for name, make, needle in CMD_CASES]
+        for name, damage, args, needle in cases:
             problem = run_case(a.gemmakit, root, base, name, damage, args, needle)
             print(f"{'FAIL' if problem else 'ok  '} {name}{': ' + problem if problem else ''}")
             failed += bool(problem)
-    print(f"{len(CASES) - failed} passed, {failed} failed")
+    print(f"{len(cases) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 

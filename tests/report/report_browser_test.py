@@ -224,7 +224,7 @@ def main():
         with open(f"{b_dir}/train/training_run.json", "a") as f:
             f.write("{")
         p = run(gk, "report", a_dir, b_dir, "--out", f"{tmp}/bad/report.html", ok=False)
-        check(p.returncode != 0 and "malformed JSON" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+        check(p.returncode != 0 and "not valid JSON" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
               f"malformed training_run.json: status {p.returncode}, stderr {p.stderr!r}")
     print("report browser test: OK")
 

@@ -239,6 +239,11 @@ def check_bad_input(url, model_dir):
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400,
          "not supported"),
         ("/detokenize", {"tokens": [300000]}, 400, "out of vocabulary"),
+        # Hostile bodies (docs/RELIABILITY.md): a number too large for a double, nesting 100000 deep.
+        ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "seed": 1e999}', 400,
+         "not valid JSON: number overflow"),
+        ("/v1/completions", b'{"prompt": ' + b"[" * 100000 + b"]" * 100000 + b"}", 400, "nesting deeper than 512"),
+        ("/tokenize", b'{"prompt": "x", "add_special_tokens": -1e400}', 400, "not valid JSON"),
     ]
     for path, body, want, part in cases:
         raw = body if isinstance(body, bytes) else None

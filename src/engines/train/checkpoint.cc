@@ -16,6 +16,7 @@
 #include "formats/safetensors.h"
 #include "tensor/dtype.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::train {
 namespace {
@@ -59,11 +60,9 @@ Result<json> ReadJson(const std::string& path) {
     return Result<json>::Error(StrCat(path, " is missing (the checkpoint is incomplete or damaged)"));
   }
   GK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    return Result<json>::Error(StrCat(path, " is not valid JSON (truncated or damaged): ", e.what()));
-  }
+  auto j = ParseJson(text, path);
+  if (!j.ok()) return Result<json>::Error(StrCat(j.message(), " (truncated or damaged)"));
+  return j;
 }
 
 // Complete exactly when trainer_state.json parses and says "complete": true; it is written
@@ -325,7 +324,9 @@ Result<std::optional<std::string>> FindLatestCheckpoint(const std::string& run_d
   return std::optional<std::string>(listing.complete.back().path.string());
 }
 
-Result<CheckpointContents> LoadCheckpoint(const std::string& checkpoint_dir) {
+namespace {
+
+Result<CheckpointContents> LoadCheckpointUnguarded(const std::string& checkpoint_dir) {
   using R = Result<CheckpointContents>;
   std::error_code ec;
   if (!fs::is_directory(checkpoint_dir, ec)) {
@@ -365,6 +366,14 @@ Result<CheckpointContents> LoadCheckpoint(const std::string& checkpoint_dir) {
   GK_ASSIGN_OR_RETURN(out.params, ReadTensors((dir / kAdapterModel).string()));
   GK_ASSIGN_OR_RETURN(out.optimizer, ReadTensors((dir / kOptimizer).string()));
   return out;
+}
+
+}  // namespace
+
+// A checkpoint is read back from disk, where it may have been damaged or edited: whatever
+// parsing it throws is an error (util/guarded_parse.h).
+Result<CheckpointContents> LoadCheckpoint(const std::string& checkpoint_dir) {
+  return GuardedParse(checkpoint_dir, [&] { return LoadCheckpointUnguarded(checkpoint_dir); });
 }
 
 }  // namespace gk::train

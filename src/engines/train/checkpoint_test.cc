@@ -225,8 +225,13 @@ TEST_F(CheckpointTest, IncompleteAndForeignDirectoriesAreSkipped) {
       << missing.message();
   auto truncated = LoadCheckpoint(Ckpt(40));
   ASSERT_FALSE(truncated.ok());
-  EXPECT_NE(truncated.message().find("trainer_state.json is not valid JSON"), std::string::npos)
+  EXPECT_NE(truncated.message().find("trainer_state.json: not valid JSON"), std::string::npos)
       << truncated.message();
+  WriteText(fs::path(Ckpt(40)) / "trainer_state.json", R"({"step": 1e999, "complete": true})");
+  auto huge = LoadCheckpoint(Ckpt(40));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.message().find("trainer_state.json: not valid JSON: number overflow"), std::string::npos)
+      << huge.message();
   auto unmarked = LoadCheckpoint(Ckpt(50));
   ASSERT_FALSE(unmarked.ok());
   EXPECT_NE(unmarked.message().find("complete"), std::string::npos) << unmarked.message();
@@ -308,7 +313,7 @@ TEST_F(CheckpointTest, DamagedFilesGiveClearErrors) {
   fs::remove(dir / "optimizer.safetensors");
   expect_error("optimizer missing", "optimizer.safetensors is missing");
   WriteText(dir / "adapter_config.json", "{\"r\": ");
-  expect_error("config truncated", "adapter_config.json is not valid JSON");
+  expect_error("config truncated", "adapter_config.json: not valid JSON");
   WriteText(dir / "adapter_config.json", "[1, 2]");
   expect_error("config not an object", "adapter_config.json must hold a JSON object");
 

@@ -15,6 +15,10 @@
 
 #include <toml++/toml.h>
 
+#include "model/train/lora.h"
+#include "util/guarded_parse.h"
+#include "util/parse_toml.h"
+
 namespace gk::train {
 
 namespace {
@@ -130,7 +134,10 @@ std::string UnknownKey(std::string_view key) {
   return StrCat("unknown key \"", key, "\" (did you mean \"", ClosestKey(key), "\"?)");
 }
 
-std::string Quoted(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
+// Invalid UTF-8 (a --set value) is written as U+FFFD rather than making dump() throw.
+std::string Quoted(std::string_view s) {
+  return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 // How a value looked in the TOML, for "expected ..., got ..." messages.
 std::string Describe(const toml::node& n) {
@@ -274,17 +281,14 @@ nlohmann::json TrainRecipe::ToJson() const {
   return j;
 }
 
+// A recipe is outside input: whatever parsing it throws is an error naming it (util/guarded_parse.h).
 Result<TrainRecipe> ParseRecipe(const std::string& toml_text, const std::string& source) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, source);
-  } catch (const toml::parse_error& e) {
-    const auto& b = e.source().begin;
-    return Result<TrainRecipe>::Error(StrCat(source, ":", b.line, ":", b.column, ": ", e.description()));
-  }
-  TrainRecipe r;
-  GK_RETURN_IF_ERROR(ParseTable(r, root));
-  return r;
+  return GuardedParse(source, [&]() -> Result<TrainRecipe> {
+    GK_ASSIGN_OR_RETURN(toml::table root, ParseToml(toml_text, source));
+    TrainRecipe r;
+    GK_RETURN_IF_ERROR(ParseTable(r, root));
+    return r;
+  });
 }
 
 Result<TrainRecipe> LoadRecipe(const std::string& path) {
@@ -333,11 +337,16 @@ Status ValidateRecipe(const TrainRecipe& r) {
   if (!r.full_finetune && r.target_modules.empty()) {
     errors.push_back("lora.target_modules is empty: no module would get an adapter");
   }
-  try {
-    std::regex re(r.target_modules, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    errors.push_back(StrCat("lora.target_modules: not a valid ECMAScript regex (", e.what(), "): ",
-                            Quoted(r.target_modules)));
+  if (r.target_modules.size() > kMaxTargetRegexBytes) {
+    errors.push_back(StrCat("lora.target_modules is ", r.target_modules.size(), " bytes, over the limit of ",
+                            kMaxTargetRegexBytes));
+  } else {
+    try {
+      std::regex re(r.target_modules, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      errors.push_back(StrCat("lora.target_modules: not a valid ECMAScript regex (", e.what(), "): ",
+                              Quoted(r.target_modules)));
+    }
   }
   check(r.learning_rate > 0 && std::isfinite(r.learning_rate),
         StrCat("optim.learning_rate must be > 0, got ", r.learning_rate));

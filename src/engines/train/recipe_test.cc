@@ -384,5 +384,25 @@ TEST(Recipe, ShippedRecipesParseAndValidate) {
   EXPECT_FALSE(std::regex_match("model.vision_tower.encoder.layers.0.self_attn.q_proj", re));
 }
 
+// std::regex compiles recursively: a target_modules thousands of groups deep overflowed the
+// stack in ValidateRecipe. Over 1024 bytes it is refused before compiling.
+TEST(Recipe, HugeRegexAndInvalidUtf8AreErrors) {
+  auto r = ParseRecipe(kMinimal, "min.toml");
+  ASSERT_TRUE(r.ok());
+  r->target_modules = std::string(100000, '(') + "a" + std::string(100000, ')');
+  Status v = ValidateRecipe(*r);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.message().find("lora.target_modules is 200001 bytes, over the limit of 1024"), std::string::npos)
+      << v.message();
+  // A --set value that is not UTF-8 made the error message's JSON quoting throw.
+  TrainRecipe t;
+  Status s = ApplyOverrides(t, {"lora.rank=\xff"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("lora.rank: expected an integer"), std::string::npos) << s.message();
+  auto bad = ParseRecipe("[lora]\nrank = 1e999999\n", "huge.toml");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message().find('\n'), std::string::npos) << bad.message();
+}
+
 }  // namespace
 }  // namespace gk::train

@@ -22,6 +22,7 @@
 #include "model/train/training_model.h"
 #include "model/weights.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 #include "util/host_info.h"
 #include "util/progress.h"
 
@@ -102,8 +103,9 @@ Status TruncateMetrics(const std::string& path, int64_t step) {
   if (!in) return Status::Ok();
   std::string line, kept;
   while (std::getline(in, line)) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step) {
+    const auto j = ParseJson(line, path);  // a torn last line is dropped
+    if (j.ok() && j->is_object() && j->contains("step") && (*j)["step"].is_number_integer() &&
+        (*j)["step"].get<int64_t>() <= step) {
       kept += line + "\n";
     }
   }

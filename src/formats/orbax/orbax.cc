@@ -16,6 +16,7 @@
 #include "formats/orbax/ocdbt.h"
 #include "formats/orbax/zarr.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::orbax {
 namespace {
@@ -42,11 +43,7 @@ bool IsDir(const std::string& p) {
 
 Result<json> ReadJsonFile(const std::string& path) {
   GK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    return Result<json>::Error(StrCat(path, ": not valid JSON: ", e.what()));
-  }
+  return ParseJson(text, path);
 }
 
 std::vector<std::string> SplitDots(const std::string& s) {
@@ -196,12 +193,16 @@ const ArrayInfo* Item::Find(const std::string& name) const {
 
 Result<std::unique_ptr<Item>> Item::Open(const std::string& item_dir) { return Open(item_dir, OpenOptions{}); }
 
+// A checkpoint is outside input: whatever parsing its metadata, OCDBT nodes and zarr chunks
+// throws is an error naming it (util/guarded_parse.h), in Open and in Read alike.
 Result<std::unique_ptr<Item>> Item::Open(const std::string& item_dir, const OpenOptions& o) {
-  auto impl = std::make_unique<Impl>();
-  impl->dir = item_dir;
-  while (impl->dir.size() > 1 && impl->dir.back() == '/') impl->dir.pop_back();
-  GK_RETURN_IF_ERROR(impl->Load(o));
-  return std::unique_ptr<Item>(new Item(std::move(impl)));
+  return GuardedParse(item_dir, [&]() -> Result<std::unique_ptr<Item>> {
+    auto impl = std::make_unique<Impl>();
+    impl->dir = item_dir;
+    while (impl->dir.size() > 1 && impl->dir.back() == '/') impl->dir.pop_back();
+    GK_RETURN_IF_ERROR(impl->Load(o));
+    return std::unique_ptr<Item>(new Item(std::move(impl)));
+  });
 }
 
 // Registers every file under <dir>/<name> as a key "<name>/<relative path>".
@@ -369,13 +370,17 @@ Status Item::Read(const ArrayInfo& a, void* dst) const {
     auto f = kv.find(key);
     return f == kv.end() ? nullptr : &f->second;
   };
-  return zarr::ReadArray(m, a.name + "/", impl_->files, get, static_cast<uint8_t*>(dst))
-      .Wrap(StrCat(impl_->dir, ": array '", a.name, "'"));
+  const std::string where = StrCat(impl_->dir, ": array '", a.name, "'");
+  return GuardedParse(where, [&] {
+    return zarr::ReadArray(m, a.name + "/", impl_->files, get, static_cast<uint8_t*>(dst)).Wrap(where);
+  });
 }
 
 // ---- Steps ----
 
-Result<StepInfo> OpenStep(const std::string& step_dir) {
+namespace {
+
+Result<StepInfo> OpenStepUnguarded(const std::string& step_dir) {
   using R = Result<StepInfo>;
   StepInfo s;
   s.dir = step_dir;
@@ -434,6 +439,12 @@ Result<StepInfo> OpenStep(const std::string& step_dir) {
     if (pytree) s.pytree_items.push_back(item);
   }
   return s;
+}
+
+}  // namespace
+
+Result<StepInfo> OpenStep(const std::string& step_dir) {
+  return GuardedParse(step_dir, [&] { return OpenStepUnguarded(step_dir); });
 }
 
 Result<std::vector<int64_t>> ListSteps(const std::string& root) {

@@ -482,6 +482,8 @@ TEST_F(OrbaxDamageTest, BadJson) {
   ExpectOneLineError(OpenAndReadAll(item), "_METADATA: not valid JSON");
   Overwrite(item + "/_METADATA", "[1, 2]");
   ExpectOneLineError(OpenAndReadAll(item), "_METADATA: must be a JSON object");
+  Overwrite(item + "/_METADATA", R"({"use_ocdbt": 1e999})");  // nlohmann throws out_of_range
+  ExpectOneLineError(OpenAndReadAll(item), "_METADATA: not valid JSON: number overflow");
   Overwrite(item + "/_METADATA", R"J({"tree_metadata": {"('zz',)": {"key_metadata": [{"key": "zz", "key_type": 2}],
       "value_metadata": {"value_type": "jax.Array", "skip_deserialize": false}}}})J");
   ExpectOneLineError(OpenAndReadAll(item), "_METADATA lists array 'zz' but the item has no zarr array");
@@ -491,7 +493,7 @@ TEST_F(OrbaxDamageTest, BadJson) {
   plain.zarr_format = 2;
   const std::string p = MakeItem("plain", plain);
   Overwrite(p + "/big/.zarray", "{\"zarr_format\": 2, \"shape\": [600], ");
-  ExpectOneLineError(OpenAndReadAll(p), "array 'big' (big/.zarray): .zarray is not valid JSON");
+  ExpectOneLineError(OpenAndReadAll(p), "array 'big' (big/.zarray): .zarray: not valid JSON");
   Overwrite(p + "/big/.zarray", R"({"zarr_format": 2, "shape": [600], "chunks": [300], "dtype": "<f4", "compressor": {"id": "blosc"}})");
   ExpectOneLineError(OpenAndReadAll(p), "compressor 'blosc' is not supported");
 

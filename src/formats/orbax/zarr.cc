@@ -9,6 +9,7 @@
 
 #include "formats/orbax/crc32c.h"
 #include "formats/orbax/zstd_codec.h"
+#include "util/guarded_parse.h"
 
 namespace gk::orbax::zarr {
 namespace {
@@ -507,19 +508,10 @@ std::string ArrayMeta::ChunkKey(const std::vector<int64_t>& grid) const {
 Result<ArrayMeta> ParseMetadata(std::string_view text, int zarr_format) {
   using R = Result<ArrayMeta>;
   const char* what = zarr_format == 2 ? ".zarray" : "zarr.json";
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return R::Error(StrCat(what, " is not valid JSON: ", e.what()));
-  }
+  GK_ASSIGN_OR_RETURN(json j, ParseJson(text, what));
   if (!j.is_object()) return R::Error(StrCat(what, " must be a JSON object"));
-  Result<ArrayMeta> m = R::Error("");
-  try {
-    m = zarr_format == 2 ? ParseV2(j) : ParseV3(j);
-  } catch (const json::exception& e) {  // a field of an unexpected type
-    return R::Error(StrCat(what, ": ", e.what()));
-  }
+  // A field of an unexpected type makes nlohmann throw: an error (util/guarded_parse.h).
+  Result<ArrayMeta> m = GuardedParse(what, [&] { return zarr_format == 2 ? ParseV2(j) : ParseV3(j); });
   if (!m.ok()) return m;
   if (m->chunk_shape.size() != m->shape.size()) {
     return R::Error(StrCat(what, ": chunk shape ", ShapeStr(m->chunk_shape), " and shape ", ShapeStr(m->shape),

@@ -10,6 +10,7 @@
 #include "formats/safetensors.h"
 #include "tensor/dtype.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk {
 
@@ -70,6 +71,10 @@ Result<LoraAdapter> LoraAdapter::Create(const ModelConfig& c, const std::string&
   if (!(options.alpha > 0)) return Status::Error(StrCat("LoRA alpha must be positive, got ", options.alpha));
   std::regex re;
   if (options.target_list.empty()) {
+    if (options.target_regex.size() > kMaxTargetRegexBytes) {
+      return Status::Error(StrCat("target_modules: the regex is ", options.target_regex.size(),
+                                  " bytes, over the limit of ", kMaxTargetRegexBytes));
+    }
     try {
       re = std::regex(options.target_regex, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
@@ -178,17 +183,34 @@ Status LoraAdapter::SavePeft(const std::string& dir, const std::string& base_mod
   return WriteFileAtomic(dir + "/adapter_config.json", PeftConfigJson(base_model).dump(2) + "\n");
 }
 
+// The adapter is outside input: whatever parsing it throws is an error (util/guarded_parse.h).
 Result<LoraAdapter> LoraAdapter::LoadPeft(const std::string& dir, const ModelConfig& c, const std::string& prefix) {
-  GK_ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/adapter_config.json"));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object()) return Status::Error(StrCat(dir, "/adapter_config.json: not a JSON object"));
-  if (j.value("peft_type", "LORA") != "LORA") {
+  return GuardedParse(dir, [&] { return LoadPeftUnguarded(dir, c, prefix); });
+}
+
+Result<LoraAdapter> LoraAdapter::LoadPeftUnguarded(const std::string& dir, const ModelConfig& c,
+                                                   const std::string& prefix) {
+  const std::string config_path = dir + "/adapter_config.json";
+  GK_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
+  GK_ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(text, config_path));
+  if (!j.is_object()) return Status::Error(StrCat(config_path, ": not a JSON object"));
+  if (j.contains("peft_type") && j["peft_type"] != "LORA") {
     return Status::Error(StrCat(dir, "/adapter_config.json: peft_type ", j["peft_type"].dump(), " is not LORA"));
   }
   if (!j.contains("r") || !j["r"].is_number_integer() || !j.contains("lora_alpha") || !j["lora_alpha"].is_number()) {
     return Status::Error(StrCat(dir, "/adapter_config.json: needs integer \"r\" and number \"lora_alpha\""));
   }
-  if (j.value("use_dora", false)) return Status::Error(StrCat(dir, ": DoRA adapters are not supported"));
+  // r allocates rank x (in + out) floats per module before the tensors are read: bounded by the
+  // model's widest projection, beyond which a rank means nothing.
+  const int64_t max_rank = std::max<int64_t>({c.hidden_size, int64_t(c.num_heads) * c.MaxHeadDim(),
+                                              2 * int64_t(c.intermediate_size)});
+  if (j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > max_rank) {
+    return Status::Error(StrCat(config_path, ": \"r\" is ", j["r"].dump(), "; it must be in [1, ", max_rank,
+                                "] for this model"));
+  }
+  if (j.contains("use_dora") && j["use_dora"] == true) {
+    return Status::Error(StrCat(dir, ": DoRA adapters are not supported"));
+  }
   if (j.contains("rank_pattern") && j["rank_pattern"].is_object() && !j["rank_pattern"].empty()) {
     return Status::Error(StrCat(dir, ": rank_pattern (per-module ranks) is not supported"));
   }
@@ -198,7 +220,7 @@ Result<LoraAdapter> LoraAdapter::LoadPeft(const std::string& dir, const ModelCon
   LoraOptions o;
   o.rank = j["r"].get<int>();
   o.alpha = j["lora_alpha"].get<double>();
-  o.use_rslora = j.value("use_rslora", false);
+  o.use_rslora = j.contains("use_rslora") && j["use_rslora"] == true;
   o.dropout = j.contains("lora_dropout") && j["lora_dropout"].is_number() ? j["lora_dropout"].get<double>() : 0.0;
   // Which modules exist is decided by the tensors in the file, not by target_modules: keep
   // every projection, then drop those without tensors.
@@ -226,7 +248,8 @@ Result<LoraAdapter> LoraAdapter::LoadPeft(const std::string& dir, const ModelCon
       std::smatch sm;
       static const std::regex kv_key(R"(.*\.layers\.(\d+)\.self_attn\.([kv])_proj\.lora_[AB]\.weight)");
       std::string why;
-      if (std::regex_match(t.name, sm, kv_key)) {
+      // std::regex matches recursively, a frame per character: only names of a sane length.
+      if (t.name.size() < 1024 && std::regex_match(t.name, sm, kv_key)) {
         const int l = sm[1].length() < 7 ? std::stoi(sm[1].str()) : -1;
         if (l >= 0 && l < c.num_layers && c.IsKvShared(l)) {
           why = StrCat(" (layer ", l, " is KV-shared: it reads layer ", c.KvSourceLayer(l), "'s K/V and has no ",

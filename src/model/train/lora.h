@@ -21,6 +21,10 @@ enum class LoraTarget { kQ, kK, kV, kO, kGate, kUp, kDown };
 inline constexpr int kNumLoraTargets = 7;
 const char* LoraTargetModule(LoraTarget t);  // "self_attn.q_proj", ..., "mlp.down_proj"
 
+// A longer target_modules regex is refused: std::regex compiles and matches recursively, so a
+// crafted pattern thousands of groups deep would overflow the stack (real ones are < 200 bytes).
+inline constexpr size_t kMaxTargetRegexBytes = 1024;
+
 struct LoraOptions {
   int rank = 8;
   double alpha = 16;
@@ -76,6 +80,8 @@ class LoraAdapter {
   static std::string KeyB(const LoraModule& m) { return "base_model.model." + m.name + ".lora_B.weight"; }
 
  private:
+  static Result<LoraAdapter> LoadPeftUnguarded(const std::string& dir, const ModelConfig& config,
+                                               const std::string& prefix);  // LoadPeft without GuardedParse
   LoraOptions options_;
   float scaling_ = 1.f;
   std::vector<LoraModule> modules_;

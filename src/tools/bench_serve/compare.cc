@@ -10,6 +10,7 @@
 
 #include "tools/plot/svg_plot.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::bench {
 namespace {
@@ -423,14 +424,7 @@ void AddPoint(plot::PlotSeries& s, double rate, const json& obj, const char* key
   if (obj.contains(key) && obj[key].is_number()) s.points.emplace_back(rate, obj[key].get<double>());
 }
 
-}  // namespace
-
-Result<std::string> CompareMarkdown(const std::vector<CompareInput>& inputs, const CompareOptions& options) {
-  GK_ASSIGN_OR_RETURN(Kind kind, CheckInputs(inputs));
-  return kind == Kind::kPoint ? PointMarkdown(inputs) : SweepMarkdown(inputs, options);
-}
-
-Result<std::vector<std::pair<std::string, std::string>>> ComparePlots(const std::vector<CompareInput>& inputs) {
+Result<std::vector<std::pair<std::string, std::string>>> ComparePlotsUnguarded(const std::vector<CompareInput>& inputs) {
   using Plots = std::vector<std::pair<std::string, std::string>>;
   GK_ASSIGN_OR_RETURN(Kind kind, CheckInputs(inputs));
   Plots out;
@@ -469,17 +463,26 @@ Result<std::vector<std::pair<std::string, std::string>>> ComparePlots(const std:
   return out;
 }
 
+}  // namespace
+
+// The inputs are JSON files from outside: whatever reading them throws (a field of an
+// unexpected type) is an error, not an abort (util/guarded_parse.h).
+Result<std::string> CompareMarkdown(const std::vector<CompareInput>& inputs, const CompareOptions& options) {
+  return GuardedParse("bench compare", [&]() -> Result<std::string> {
+    GK_ASSIGN_OR_RETURN(Kind kind, CheckInputs(inputs));
+    return kind == Kind::kPoint ? PointMarkdown(inputs) : SweepMarkdown(inputs, options);
+  });
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> ComparePlots(const std::vector<CompareInput>& inputs) {
+  return GuardedParse("bench compare", [&] { return ComparePlotsUnguarded(inputs); });
+}
+
 Result<CompareInput> LoadCompareInput(const std::string& path, const std::string& label) {
   GK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   CompareInput in;
   in.label = label.empty() ? std::filesystem::path(path).stem().string() : label;
-  try {
-    in.doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    std::string why = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ..."
-    if (const size_t p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
-    return Result<CompareInput>::Error(StrCat(path, ": invalid JSON (", why, ")"));
-  }
+  GK_ASSIGN_OR_RETURN(in.doc, ParseJson(text, path));
   Result<Kind> kind = KindOf(in.doc);
   if (!kind.ok()) return Result<CompareInput>::Error(StrCat(path, " ", kind.message()));
   return in;

@@ -274,8 +274,14 @@ TEST_F(LoadCompareInputTest, ErrorsNameTheFile) {
   const std::string not_json = Write("broken.json", "median_ttft_ms: 3\n");
   Result<CompareInput> in = LoadCompareInput(not_json, "");
   ASSERT_FALSE(in.ok());
-  EXPECT_EQ(in.message().rfind(not_json + ": invalid JSON (parse error at line 1, column 1", 0), 0u) << in.message();
+  EXPECT_EQ(in.message().rfind(not_json + ": not valid JSON: parse error at line 1, column 1", 0), 0u) << in.message();
   EXPECT_EQ(in.message().find('\n'), std::string::npos);
+
+  // A number too large for a double made nlohmann throw out_of_range (an abort before).
+  const std::string huge = Write("huge.json", R"({"request_rate": 1e999})");
+  in = LoadCompareInput(huge, "");
+  ASSERT_FALSE(in.ok());
+  EXPECT_EQ(in.message(), huge + ": not valid JSON: number overflow parsing '1e999'");
 
   const std::string other = Write("other.json", "{\"model\": \"x\"}");
   in = LoadCompareInput(other, "");

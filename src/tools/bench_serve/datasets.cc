@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::bench {
 namespace {
@@ -96,8 +97,9 @@ struct JsonlEntry {
 
 Result<JsonlEntry> ParseJsonlLine(std::string_view text, const std::string& path, size_t line,
                                   int default_output_len) {
-  const nlohmann::json obj = nlohmann::json::parse(text, nullptr, false);
-  if (obj.is_discarded()) return LineError(path, line, "not valid JSON");
+  auto parsed = ParseJson(text, "");  // "not valid JSON: ..."
+  if (!parsed.ok()) return LineError(path, line, parsed.message());
+  const nlohmann::json obj = std::move(parsed).value();
   if (!obj.is_object()) return LineError(path, line, "expected a JSON object with a \"prompt\" string");
   const auto prompt = obj.find("prompt");
   if (prompt == obj.end() || !prompt->is_string()) return LineError(path, line, "no \"prompt\" string");
@@ -158,8 +160,10 @@ Result<std::vector<SampleRequest>> SampleRandom(const RandomDatasetOptions& opti
   return out;
 }
 
-Result<std::vector<SampleRequest>> LoadJsonl(const std::string& path, int default_output_len, int num_prompts,
-                                             const Tokenizer* tokenizer) {
+namespace {
+
+Result<std::vector<SampleRequest>> LoadJsonlUnguarded(const std::string& path, int default_output_len,
+                                                      int num_prompts, const Tokenizer* tokenizer) {
   GK_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   // Every line is checked, so a bad file fails the same way whatever --num-prompts is.
   std::vector<JsonlEntry> entries;
@@ -190,6 +194,14 @@ Result<std::vector<SampleRequest>> LoadJsonl(const std::string& path, int defaul
     out.push_back({std::move(entries[i].prompt), prompt_len, entries[i].output_len});
   }
   return out;
+}
+
+}  // namespace
+
+// The data set is outside input: whatever parsing it throws is an error (util/guarded_parse.h).
+Result<std::vector<SampleRequest>> LoadJsonl(const std::string& path, int default_output_len, int num_prompts,
+                                             const Tokenizer* tokenizer) {
+  return GuardedParse(path, [&] { return LoadJsonlUnguarded(path, default_output_len, num_prompts, tokenizer); });
 }
 
 }  // namespace gk::bench

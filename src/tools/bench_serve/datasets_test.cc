@@ -382,6 +382,7 @@ TEST(BenchDatasetsTest, JsonlNumPromptsTakesTheFirstAndCycles) {
 TEST(BenchDatasetsTest, JsonlErrorsNameFileAndLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\",}\n", ":3: not valid JSON"},
+      {"{\"prompt\": \"a\", \"output_len\": 1e999}\n", ":1: not valid JSON: number overflow"},
       {"{\"prompt\": \"a\"}\n[\"a\"]\n", ":2: expected a JSON object"},
       {"{\"text\": \"a\"}\n", ":1: no \"prompt\" string"},
       {"{\"prompt\": 5}\n", ":1: no \"prompt\" string"},

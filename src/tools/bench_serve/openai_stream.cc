@@ -1,5 +1,7 @@
 #include "tools/bench_serve/openai_stream.h"
 
+#include "util/guarded_parse.h"
+
 namespace gk::bench {
 
 Result<ApiEndpoint> ParseEndpoint(const std::string& path) {
@@ -74,11 +76,12 @@ void OpenAiStreamHandler::OnData(std::string_view data, double now) {
     saw_done_ = true;
     return;
   }
-  const nlohmann::json j = nlohmann::json::parse(data, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    Fail(StrCat("malformed SSE data (not a JSON object): ", std::string(data.substr(0, 80))));
+  const auto parsed = ParseJson(data, "SSE data");
+  if (!parsed.ok() || !parsed->is_object()) {
+    Fail(StrCat("malformed SSE data (not a JSON object): ", OneLine(data.substr(0, 80))));
     return;
   }
+  const nlohmann::json& j = *parsed;
   if (auto err = j.find("error"); err != j.end()) {  // vLLM streams errors as a data message
     Fail(StrCat("error in stream: ", err->dump().substr(0, 200)));
     return;

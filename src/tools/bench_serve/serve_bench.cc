@@ -10,6 +10,7 @@
 #include "tools/bench_serve/result_report.h"
 #include "util/atomic_file.h"
 #include "util/clock.h"
+#include "util/guarded_parse.h"
 #include "util/host_info.h"
 
 namespace gk::bench {
@@ -51,9 +52,7 @@ Result<nlohmann::json> GetJson(const BaseUrl& url, const std::string& path, cons
       return Result<nlohmann::json>::Error(
           StrCat("GET ", url.text, path, ": HTTP ", h.status_, ": ", h.body_.substr(0, 200)));
     }
-    nlohmann::json j = nlohmann::json::parse(h.body_, nullptr, false);
-    if (j.is_discarded()) return Result<nlohmann::json>::Error(StrCat("GET ", url.text, path, ": not JSON"));
-    return j;
+    return ParseJson(h.body_, StrCat("GET ", url.text, path));
   }
 }
 

@@ -17,6 +17,7 @@
 #include "model/weights.h"
 #include "tensor/dtype.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::bridge {
 namespace {
@@ -41,9 +42,7 @@ std::string Join(const std::string& dir, const char* name) { return (fs::path(di
 
 Result<json> ReadJson(const std::string& path) {
   GK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Result<json>::Error(StrCat(path, ": invalid JSON"));
-  return j;
+  return ParseJson(text, path);
 }
 
 // A file that may be absent: nullopt when it is, an error when it is present but unreadable.
@@ -669,7 +668,9 @@ GgmlType GgufTensorType(const std::string& name, const std::vector<int64_t>& ne,
   return GgmlType::kF16;
 }
 
-Result<std::vector<SpmPiece>> ParseSentencePieceModel(std::string_view bytes, const std::string& origin) {
+namespace {
+
+Result<std::vector<SpmPiece>> ParseSentencePieceModelUnguarded(std::string_view bytes, const std::string& origin) {
   using R = Result<std::vector<SpmPiece>>;
   const auto* begin = reinterpret_cast<const uint8_t*>(bytes.data());
   auto bad = [&](const uint8_t* at) {
@@ -740,7 +741,7 @@ Result<std::vector<SpmPiece>> ParseSentencePieceModel(std::string_view bytes, co
   return out;
 }
 
-Result<GgufExportPlan> PlanGgufExport(const std::string& path, GgufType type, const std::string& model_name) {
+Result<GgufExportPlan> PlanGgufExportUnguarded(const std::string& path, GgufType type, const std::string& model_name) {
   using R = Result<GgufExportPlan>;
   GgufExportPlan plan;
   // path: the checkpoint directory or one .safetensors file; config and tokenizer sit in `dir`.
@@ -928,6 +929,18 @@ Result<GgufExportPlan> PlanGgufExport(const std::string& path, GgufType type, co
   if (!v.chat_template.empty()) kv.push_back({"tokenizer.chat_template", GgufValue::String(v.chat_template)});
   kv.push_back({"tokenizer.ggml.add_space_prefix", GgufValue::Bool(false)});
   return plan;
+}
+
+}  // namespace
+
+// tokenizer.model, the config and tokenizer files are outside input: whatever parsing them
+// throws is an error naming them (util/guarded_parse.h).
+Result<std::vector<SpmPiece>> ParseSentencePieceModel(std::string_view bytes, const std::string& origin) {
+  return GuardedParse(origin, [&] { return ParseSentencePieceModelUnguarded(bytes, origin); });
+}
+
+Result<GgufExportPlan> PlanGgufExport(const std::string& path, GgufType type, const std::string& model_name) {
+  return GuardedParse(path, [&] { return PlanGgufExportUnguarded(path, type, model_name); });
 }
 
 std::string GgufModelName(const std::string& dir) {

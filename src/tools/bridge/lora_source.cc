@@ -9,6 +9,7 @@
 #include "formats/safetensors.h"
 #include "tensor/dtype.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::bridge {
 namespace {
@@ -60,19 +61,19 @@ class PeftLoraSource : public LoraSource {
   float scaling_ = 1.f;
 };
 
-}  // namespace
-
-Result<std::unique_ptr<LoraSource>> OpenPeftLoraSource(const std::string& dir) {
+Result<std::unique_ptr<LoraSource>> OpenPeftLoraSourceUnguarded(const std::string& dir) {
   auto src = std::make_unique<PeftLoraSource>();
   src->dir_ = dir;
   GK_ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/adapter_config.json"));
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object() || !j.contains("r") || !j["r"].is_number_integer() || !j.contains("lora_alpha") ||
-      !j["lora_alpha"].is_number()) {
-    return Status::Error(StrCat(dir, "/adapter_config.json: needs integer \"r\" and number \"lora_alpha\""));
+  GK_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(text, dir + "/adapter_config.json"));
+  if (!j.is_object() || !j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 ||
+      !j.contains("lora_alpha") || !j["lora_alpha"].is_number()) {
+    return Status::Error(StrCat(dir, "/adapter_config.json: needs integer \"r\" >= 1 and number \"lora_alpha\""));
   }
-  if (j.value("peft_type", "LORA") != "LORA") return Status::Error(StrCat(dir, ": not a LoRA adapter"));
-  if (j.value("use_dora", false)) return Status::Error(StrCat(dir, ": DoRA adapters are not supported"));
+  if (j.contains("peft_type") && j["peft_type"] != "LORA") return Status::Error(StrCat(dir, ": not a LoRA adapter"));
+  if (j.contains("use_dora") && j["use_dora"] == true) {
+    return Status::Error(StrCat(dir, ": DoRA adapters are not supported"));
+  }
   for (const char* k : {"rank_pattern", "alpha_pattern"}) {
     if (j.contains(k) && j[k].is_object() && !j[k].empty()) {
       return Status::Error(StrCat(dir, ": ", k, " (per-module ranks/alphas) is not supported"));
@@ -80,7 +81,7 @@ Result<std::unique_ptr<LoraSource>> OpenPeftLoraSource(const std::string& dir) {
   }
   src->rank_ = j["r"].get<int64_t>();
   src->alpha_ = j["lora_alpha"].get<double>();
-  src->use_rslora_ = j.value("use_rslora", false);
+  src->use_rslora_ = j.contains("use_rslora") && j["use_rslora"] == true;
   src->scaling_ = float(src->use_rslora_ ? src->alpha_ / std::sqrt(double(src->rank_)) : src->alpha_ / double(src->rank_));
   GK_ASSIGN_OR_RETURN(src->file_, SafetensorsFile::Open(dir + "/adapter_model.safetensors"));
   std::map<std::string, const TensorInfo*> a, b;
@@ -110,6 +111,13 @@ Result<std::unique_ptr<LoraSource>> OpenPeftLoraSource(const std::string& dir) {
   if (b.size() != a.size()) return Status::Error(StrCat(src->file_->path(), ": a lora_B without its lora_A"));
   if (src->modules_.empty()) return Status::Error(StrCat(src->file_->path(), ": no LoRA factors"));
   return std::unique_ptr<LoraSource>(std::move(src));
+}
+
+}  // namespace
+
+// The adapter is outside input: whatever parsing it throws is an error (util/guarded_parse.h).
+Result<std::unique_ptr<LoraSource>> OpenPeftLoraSource(const std::string& dir) {
+  return GuardedParse(dir, [&] { return OpenPeftLoraSourceUnguarded(dir); });
 }
 
 }  // namespace gk::bridge

@@ -10,6 +10,7 @@
 #include "model/weights.h"
 #include "tensor/dtype.h"
 #include "tools/bridge/lora_source.h"
+#include "util/guarded_parse.h"
 
 namespace gk::bridge {
 namespace {
@@ -66,10 +67,8 @@ class QwixLoraSource : public LoraSource {
   float scaling_ = 1.f;
 };
 
-}  // namespace
-
-Result<std::unique_ptr<LoraSource>> OpenQwixLoraSource(const std::string& item_dir, const std::string& base_dir,
-                                                       double alpha) {
+Result<std::unique_ptr<LoraSource>> OpenQwixLoraSourceUnguarded(const std::string& item_dir,
+                                                                const std::string& base_dir, double alpha) {
   GK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(base_dir));
   GK_ASSIGN_OR_RETURN(SafetensorsSet base, SafetensorsSet::Open(base_dir));
   GK_ASSIGN_OR_RETURN(std::string prefix, DetectWeightPrefix(base, base_dir));
@@ -123,6 +122,14 @@ Result<std::unique_ptr<LoraSource>> OpenQwixLoraSource(const std::string& item_d
   src->alpha_ = alpha > 0 ? alpha : double(src->rank_);
   src->scaling_ = float(src->alpha_ / double(src->rank_));
   return std::unique_ptr<LoraSource>(std::move(src));
+}
+
+}  // namespace
+
+// The item is outside input: whatever parsing it throws is an error (util/guarded_parse.h).
+Result<std::unique_ptr<LoraSource>> OpenQwixLoraSource(const std::string& item_dir, const std::string& base_dir,
+                                                       double alpha) {
+  return GuardedParse(item_dir, [&] { return OpenQwixLoraSourceUnguarded(item_dir, base_dir, alpha); });
 }
 
 }  // namespace gk::bridge

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/guarded_parse.h"
+
 namespace gk::cost {
 namespace {
 
@@ -17,8 +19,7 @@ Result<json> ReadJson(const std::string& path) {
   if (!in) return Status::Error(StrCat(path, ": cannot read the file"));
   std::ostringstream ss;
   ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Error(StrCat(path, ": not valid JSON"));
+  GK_ASSIGN_OR_RETURN(json j, ParseJson(ss.str(), path));
   if (!j.is_object()) return Status::Error(StrCat(path, ": expected a JSON object"));
   return j;
 }
@@ -63,9 +64,7 @@ Result<ServingPoint> ReadPoint(const json& j, const std::string& file, int input
   return p;
 }
 
-}  // namespace
-
-Result<TrainingRunSummary> ReadTrainingRun(const std::string& path) {
+Result<TrainingRunSummary> ReadTrainingRunUnguarded(const std::string& path) {
   GK_ASSIGN_OR_RETURN(json j, ReadJson(path));
   TrainingRunSummary s;
   s.path = path;
@@ -80,7 +79,7 @@ Result<TrainingRunSummary> ReadTrainingRun(const std::string& path) {
   return s;
 }
 
-Result<std::vector<ServingPoint>> ReadServingResult(const std::string& path) {
+Result<std::vector<ServingPoint>> ReadServingResultUnguarded(const std::string& path) {
   GK_ASSIGN_OR_RETURN(json j, ReadJson(path));
   std::vector<ServingPoint> out;
   if (j.contains("gemmakit_sweep")) {
@@ -102,6 +101,18 @@ Result<std::vector<ServingPoint>> ReadServingResult(const std::string& path) {
   GK_ASSIGN_OR_RETURN(ServingPoint sp, ReadPoint(j, path, in, outl));
   out.push_back(sp);
   return out;
+}
+
+}  // namespace
+
+// Run artifacts are outside input: whatever reading them throws (e.g. "input_len": "8", a
+// string where value() wants a number) is an error, not an abort (util/guarded_parse.h).
+Result<TrainingRunSummary> ReadTrainingRun(const std::string& path) {
+  return GuardedParse(path, [&] { return ReadTrainingRunUnguarded(path); });
+}
+
+Result<std::vector<ServingPoint>> ReadServingResult(const std::string& path) {
+  return GuardedParse(path, [&] { return ReadServingResultUnguarded(path); });
 }
 
 std::string ServingWorkload::Label() const { return StrCat(input_len, " in / ", output_len, " out"); }

@@ -28,6 +28,19 @@ TEST(CostArtifacts, TrainingRun) {
   EXPECT_NE(ReadTrainingRun(Write(dir, "nowall.json", R"({"tokens": 1})")).message().find("missing field 'wall_time_s'"),
             std::string::npos);
   EXPECT_FALSE(ReadTrainingRun(dir + "/absent.json").ok());
+  EXPECT_NE(ReadTrainingRun(Write(dir, "huge.json", R"({"wall_time_s": 1e999})")).message().find("number overflow"),
+            std::string::npos);
+}
+
+// A sweep point whose "input_len" is a string made nlohmann's value() throw (an abort before).
+TEST(CostArtifacts, FieldsOfTheWrongTypeAreErrors) {
+  const std::string dir = TestTempDir("gk_cost_artifacts_types");
+  const std::string sweep = Write(dir, "sweep.json", R"({"gemmakit_sweep": 1, "points": [{"input_len": "8"}]})");
+  auto r = ReadServingResult(sweep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message().rfind(sweep + ": ", 0), 0u) << r.message();
+  EXPECT_EQ(r.message().find('\n'), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CostArtifacts, ServingResultsAndSweeps) {

@@ -10,6 +10,8 @@
 #include "tensor/thread_pool.h"
 #include "tools/bench/ceilings.h"
 #include "tools/cost/hardware_catalog_data.h"
+#include "util/guarded_parse.h"
+#include "util/parse_toml.h"
 
 namespace gk::cost {
 namespace {
@@ -45,13 +47,14 @@ Result<Chip> ParseChip(const std::string& name, const toml::table& t, const std:
 
 const char* HardwareCatalog::DefaultText() { return kDefaultHardwareToml; }
 
+// A catalog given with --catalog is outside input: whatever parsing it throws is an error
+// (util/guarded_parse.h).
 Result<HardwareCatalog> HardwareCatalog::Parse(const std::string& text, const std::string& origin) {
-  toml::table root;
-  try {
-    root = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    return Status::Error(StrCat(origin, ":", e.source().begin.line, ": ", e.description()));
-  }
+  return GuardedParse(origin, [&] { return ParseUnguarded(text, origin); });
+}
+
+Result<HardwareCatalog> HardwareCatalog::ParseUnguarded(const std::string& text, const std::string& origin) {
+  GK_ASSIGN_OR_RETURN(toml::table root, ParseToml(text, origin));
   HardwareCatalog cat;
   const toml::table* chips = root["chips"].as_table();
   if (!chips || chips->empty()) return Status::Error(StrCat(origin, ": no [chips.NAME] tables"));

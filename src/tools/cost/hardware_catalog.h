@@ -50,6 +50,7 @@ class HardwareCatalog {
   const std::map<std::string, Machine>& machines() const { return machines_; }
 
  private:
+  static Result<HardwareCatalog> ParseUnguarded(const std::string& toml_text, const std::string& origin);
   std::map<std::string, Chip> chips_;
   std::map<std::string, Machine> machines_;
 };

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/guarded_parse.h"
+
 namespace gk::data {
 namespace {
 
@@ -171,8 +173,8 @@ struct RowOutcome {
   std::string why;
 };
 
-RowOutcome ProcessLine(const std::string& line, const Tokenizer& tok, const ModelConfig& config,
-                       const SftPrepareOptions& o) {
+RowOutcome ProcessLineUnguarded(const std::string& line, const Tokenizer& tok, const ModelConfig& config,
+                                const SftPrepareOptions& o) {
   RowOutcome r;
   auto drop = [&](SftDrop d, std::string why) {
     r.drop = d;
@@ -182,8 +184,9 @@ RowOutcome ProcessLine(const std::string& line, const Tokenizer& tok, const Mode
   // Checked before parsing: nlohmann would call it invalid JSON, but the fix is different
   // (re-encode the file as UTF-8).
   if (!IsValidUtf8(line)) return drop(SftDrop::kInvalidUtf8, "the line is not valid UTF-8");
-  const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return drop(SftDrop::kInvalidJson, "not valid JSON");
+  const auto parsed = ParseJson(line, "");
+  if (!parsed.ok()) return drop(SftDrop::kInvalidJson, "not valid JSON");
+  const json& j = *parsed;
   if (!j.is_object()) return drop(SftDrop::kInvalidJson, StrCat("a JSON ", j.type_name(), ", not an object"));
   for (const char* key : {"prompt", "response"}) {
     const auto it = j.find(key);
@@ -202,6 +205,18 @@ RowOutcome ProcessLine(const std::string& line, const Tokenizer& tok, const Mode
   }
   r.row = std::move(row).value();
   return r;
+}
+
+// A row is outside input: whatever processing it throws drops the row, like any other bad row
+// (util/guarded_parse.h).
+RowOutcome ProcessLine(const std::string& line, const Tokenizer& tok, const ModelConfig& config,
+                       const SftPrepareOptions& o) {
+  Result<RowOutcome> r = GuardedParse("", [&] { return ProcessLineUnguarded(line, tok, config, o); });
+  if (r.ok()) return std::move(r).value();
+  RowOutcome out;
+  out.drop = SftDrop::kInvalidJson;
+  out.why = r.message();
+  return out;
 }
 
 // numpy's linear interpolation (np.percentile's default), including its lerp, so results

@@ -346,5 +346,16 @@ TEST(LengthStatsTest, RowsOverEachCandidateAndBinEdges) {
   EXPECT_EQ(FormatLengthStats(ComputeLengthStats({})), "no rows\n");
 }
 
+// A row with a number too large for a double is dropped like any invalid JSON, not an abort.
+TEST(PrepareSftTest, NumberTooLargeForADoubleIsAnInvalidRow) {
+  const std::string path = WriteJsonl("gk_sft_huge_number", R"({"prompt": "hi", "response": "x", "n": 1e999})");
+  SftPrepareOptions o;
+  SftPrepareReport rep;
+  auto rows = PrepareSft(path, LayoutTokenizer(true), Gemma4Config(), o, &rep);
+  ASSERT_TRUE(rows.ok()) << rows.message();
+  EXPECT_EQ(rep.dropped["invalid_json"], 1);
+  EXPECT_EQ(rep.examples, (std::vector<std::string>{"line 1: invalid_json: not valid JSON"}));
+}
+
 }  // namespace
 }  // namespace gk::data

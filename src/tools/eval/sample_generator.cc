@@ -11,10 +11,39 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/chat_template.h"
+#include "util/guarded_parse.h"
 
 namespace gk::eval {
 
 namespace {
+
+// The server's answers are outside input: read inside GuardedParse (util/guarded_parse.h), so
+// an answer of an unexpected shape is an error, not an exception that ends a worker thread.
+// The first model id of a /v1/models answer ("" when the first entry has none); an error when
+// it lists no model.
+Result<std::string> FirstModelId(const std::string& body) {
+  return GuardedParse("/v1/models", [&]() -> Result<std::string> {
+    GK_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(body, ""));
+    if (!j.contains("data") || j["data"].empty()) return Status::Error("no model");
+    if (!j["data"].is_array() || !j["data"][0].is_object()) return std::string();
+    const nlohmann::json& first = j["data"][0];
+    return first.contains("id") && first["id"].is_string() ? first["id"].get<std::string>() : "";
+  });
+}
+
+// The message content of a chat completion's first choice ("" when it has none).
+Result<std::string> FirstChoiceContent(const std::string& body) {
+  return GuardedParse("the server's answer", [&]() -> Result<std::string> {
+    GK_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(body, ""));
+    if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) {
+      return Status::Error("the server's answer has no choices");
+    }
+    const nlohmann::json& c0 = j["choices"][0];
+    if (!c0.is_object() || !c0.contains("message") || !c0["message"].is_object()) return std::string();
+    const nlohmann::json& msg = c0["message"];
+    return msg.contains("content") && msg["content"].is_string() ? msg["content"].get<std::string>() : "";
+  });
+}
 
 Result<std::vector<int32_t>> ChatPrompt(const Tokenizer& tok, const ModelConfig& config, const std::string& user) {
   std::vector<ChatMessage> messages;
@@ -97,11 +126,11 @@ GenerateFn ServerGenerator(const std::string& base_url, const std::string& model
         return Result<std::vector<std::string>>::Error(
             StrCat("GET ", base_url, "/v1/models failed", r ? StrCat(": HTTP ", r->status) : ": no connection"));
       }
-      const auto j = nlohmann::json::parse(r->body, nullptr, false);
-      if (j.is_discarded() || !j.contains("data") || j["data"].empty()) {
+      const Result<std::string> id = FirstModelId(r->body);
+      if (!id.ok()) {
         return Result<std::vector<std::string>>::Error(StrCat(base_url, "/v1/models lists no model; pass --model"));
       }
-      served = j["data"][0].value("id", "");
+      served = *id;
     }
     std::vector<std::string> texts(jobs.size());
     std::vector<std::string> errors(jobs.size());
@@ -124,12 +153,11 @@ GenerateFn ServerGenerator(const std::string& base_url, const std::string& model
         } else if (r->status != 200) {
           errors[i] = StrCat("POST ", base_url, "/v1/chat/completions: HTTP ", r->status, ": ", r->body.substr(0, 200));
         } else {
-          const auto j = nlohmann::json::parse(r->body, nullptr, false);
-          if (j.is_discarded() || !j.contains("choices") || j["choices"].empty()) {
-            errors[i] = "the server's answer has no choices";
+          Result<std::string> content = FirstChoiceContent(r->body);
+          if (!content.ok()) {
+            errors[i] = content.message();
           } else {
-            const auto& msg = j["choices"][0]["message"];
-            texts[i] = msg.contains("content") && msg["content"].is_string() ? msg["content"].get<std::string>() : "";
+            texts[i] = std::move(content).value();
           }
         }
         const int d = ++done;

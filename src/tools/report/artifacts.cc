@@ -7,6 +7,7 @@
 
 #include "tools/report/json_fields.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::report {
 namespace fs = std::filesystem;
@@ -51,12 +52,7 @@ Result<std::vector<StepPoint>> LoadMetrics(const std::string& path) {
   for (int line_no = 1; std::getline(in, line); ++line_no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = StrCat(path, ":", line_no);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {
-      return Result<std::vector<StepPoint>>::Error(StrCat(where, ": malformed JSON: ", e.what()));
-    }
+    GK_ASSIGN_OR_RETURN(const json j, ParseJson(line, where));
     StepPoint p;
     GK_ASSIGN_OR_RETURN(p.step, NumberField(j, "step", where));
     GK_ASSIGN_OR_RETURN(p.loss, NumberField(j, "loss", where));

@@ -1,16 +1,13 @@
 #include "tools/report/json_fields.h"
 
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::report {
 
 Result<nlohmann::json> ReadJsonFile(const std::string& path) {
   GK_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return Result<nlohmann::json>::Error(StrCat(path, ": malformed JSON: ", e.what()));
-  }
+  return ParseJson(text, path);
 }
 
 Result<double> NumberField(const nlohmann::json& j, const std::string& key, const std::string& file) {

@@ -7,11 +7,14 @@
 
 #include "tools/report/advantage.h"
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::report {
 namespace fs = std::filesystem;
 
-Result<std::vector<Run>> LoadRuns(const std::vector<RunSpec>& specs) {
+namespace {
+
+Result<std::vector<Run>> LoadRunsUnguarded(const std::vector<RunSpec>& specs) {
   if (specs.size() < 2) {
     return Result<std::vector<Run>>::Error(StrCat("report needs at least two RUN_DIRs to compare, got ", specs.size()));
   }
@@ -31,6 +34,14 @@ Result<std::vector<Run>> LoadRuns(const std::vector<RunSpec>& specs) {
     runs.push_back(std::move(run));
   }
   return runs;
+}
+
+}  // namespace
+
+// The runs' artifacts are outside input: whatever reading them throws (a field of an
+// unexpected type) is an error, not an abort (util/guarded_parse.h).
+Result<std::vector<Run>> LoadRuns(const std::vector<RunSpec>& specs) {
+  return GuardedParse("report", [&] { return LoadRunsUnguarded(specs); });
 }
 
 Report BuildReport(const std::vector<Run>& runs, const ReportOptions& options, const std::string& title) {

@@ -334,8 +334,15 @@ TEST(ReportTest, ClearErrors) {
   Write(bad / "hf" / "training_run.json", "{\"wall_time_s\": 1,");
   auto malformed = TryLoad({tpu, bad});
   ASSERT_FALSE(malformed.ok());
-  EXPECT_NE(malformed.message().find((bad / "hf" / "training_run.json").string() + ": malformed JSON"), std::string::npos)
+  EXPECT_NE(malformed.message().find((bad / "hf" / "training_run.json").string() + ": not valid JSON"), std::string::npos)
       << malformed.message();
+
+  // A number too large for a double made nlohmann throw out_of_range (an abort before).
+  Write(bad / "hf" / "training_run.json", R"({"wall_time_s": 1e999})");
+  auto huge = TryLoad({tpu, bad});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.message().find("training_run.json: not valid JSON: number overflow"), std::string::npos)
+      << huge.message();
 
   Write(bad / "hf" / "training_run.json", R"({"wall_time_s": 1, "tokens": "many", "tokens_per_s": 1})");
   auto wrong_type = TryLoad({tpu, bad});
@@ -346,7 +353,7 @@ TEST(ReportTest, ClearErrors) {
   Write(bad / "hf" / "metrics.jsonl", "{\"step\": 1, \"loss\": 2}\nnot json\n");
   auto bad_line = TryLoad({tpu, bad});
   ASSERT_FALSE(bad_line.ok());
-  EXPECT_NE(bad_line.message().find("metrics.jsonl:2: malformed JSON"), std::string::npos) << bad_line.message();
+  EXPECT_NE(bad_line.message().find("metrics.jsonl:2: not valid JSON"), std::string::npos) << bad_line.message();
 
   WriteTraining(bad / "hf", 1, 1, 1, 1, "all");
   WriteTraining(bad / "second", 1, 1, 1, 1, "all");

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/atomic_file.h"
+#include "util/guarded_parse.h"
 
 namespace gk::report {
 namespace fs = std::filesystem;
@@ -17,9 +18,7 @@ Result<double> Price(const nlohmann::json& v, const std::string& file, const std
   return v.get<double>();
 }
 
-}  // namespace
-
-Result<RunSpec> LoadRunSpec(const std::string& dir) {
+Result<RunSpec> LoadRunSpecUnguarded(const std::string& dir) {
   RunSpec spec;
   spec.dir = dir;
   spec.label = fs::path(dir).lexically_normal().filename().string();
@@ -28,12 +27,7 @@ Result<RunSpec> LoadRunSpec(const std::string& dir) {
   const std::string file = (fs::path(dir) / "run.json").string();
   if (!fs::exists(file)) return spec;
   GK_ASSIGN_OR_RETURN(const std::string text, ReadFile(file));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return Result<RunSpec>::Error(StrCat(file, ": malformed JSON: ", e.what()));
-  }
+  GK_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(text, file));
   if (!j.is_object()) return Result<RunSpec>::Error(StrCat(file, ": must be a JSON object"));
   for (const auto& [key, v] : j.items()) {
     if (key == "label" || key == "hardware" || key == "model" || key == "mesh") {
@@ -56,6 +50,13 @@ Result<RunSpec> LoadRunSpec(const std::string& dir) {
   }
   if (spec.label.empty()) return Result<RunSpec>::Error(StrCat(file, ": \"label\" is empty"));
   return spec;
+}
+
+}  // namespace
+
+// run.json is outside input: whatever parsing it throws is an error (util/guarded_parse.h).
+Result<RunSpec> LoadRunSpec(const std::string& dir) {
+  return GuardedParse(dir, [&] { return LoadRunSpecUnguarded(dir); });
 }
 
 Status FillPrices(RunSpec& spec, const PriceLookup& lookup) {
