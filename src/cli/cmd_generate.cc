@@ -1,11 +1,12 @@
-// gemmakit generate --model DIR (--prompt TEXT | --chat TEXT) [--max-tokens N] [--temperature T]
+// gemmakit generate --model DIR (--prompt TEXT | --chat TEXT [--system TEXT] [--think]
+//                   [--chat-template FILE|NAME]) [--max-tokens N] [--temperature T]
 //                   [--top-k K] [--top-p P] [--seed S] [--threads N] [--quantize none|q8_0] [--bf16-activations split|round]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "cli/common.h"
 #include "engines/generate/generator.h"
-#include "formats/chat_template.h"
+#include "formats/chat_format.h"
 #include "model/quantize.h"
 
 namespace gk::cli {
@@ -20,6 +21,12 @@ int RunGenerate(int argc, char** argv) {
   auto* c = app.add_option("--chat", chat, "a user message, wrapped in the chat template");
   p->excludes(c);
   app.add_option("--system", system, "system message for --chat");
+  std::string chat_template;
+  bool think = false;
+  app.add_option("--chat-template", chat_template,
+                 "chat template file, or the name of one of the checkpoint's templates (default: the checkpoint's "
+                 "chat_template.jinja / tokenizer_config.json, else the built-in one)");
+  app.add_flag("--think", think, "enable_thinking in the chat template (the model may reason first)");
   app.add_option("--max-tokens", o.max_tokens, "most tokens to generate")->check(CLI::Range(1, 1 << 24));
   app.add_option("--temperature", o.sampling.temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-k", o.sampling.top_k, "keep the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
@@ -42,12 +49,16 @@ int RunGenerate(int argc, char** argv) {
 
   std::vector<int32_t> ids;
   if (!chat.empty()) {
-    std::vector<ChatMessage> messages;
-    if (!system.empty()) messages.push_back({"system", system});
-    messages.push_back({"user", chat});
-    auto r = config.arch == Arch::kGemma3 ? ApplyGemma3ChatTemplate(*tokenizer, messages, {})
-                                          : ApplyGemma4ChatTemplate(*tokenizer, messages, {});
+    auto format = ChatFormat::ForModel(model_dir, config.arch == Arch::kGemma3 ? BuiltinChat::kGemma3 : BuiltinChat::kGemma4,
+                                       chat_template);
+    if (!format.ok()) return Fail(format.status());
+    ChatRenderInput in;
+    if (!system.empty()) in.messages.push_back({{"role", "system"}, {"content", system}});
+    in.messages.push_back({{"role", "user"}, {"content", chat}});
+    if (think) in.kwargs["enable_thinking"] = true;
+    auto r = format->Apply(*tokenizer, in);
     if (!r.ok()) return Fail(r.status());
+    std::fprintf(stderr, "chat template: %s\n", format->Describe().c_str());
     ids = std::move(*r);
   } else {
     ids.push_back(config.bos_token_id);

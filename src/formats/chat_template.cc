@@ -80,7 +80,10 @@ Segments Gemma4Segments(const std::vector<ChatMessage>& messages, const ChatTemp
   if (o.enable_thinking || has_system) {
     s.Add(Control::kTurn);
     s.Add("system\n");
-    if (o.enable_thinking) s.Add(Control::kThink);
+    if (o.enable_thinking) {  // the official template writes a newline after the marker
+      s.Add(Control::kThink);
+      s.Add("\n");
+    }
     if (has_system) s.Add(Trim(messages[0].content));
     s.Add(Control::kTurnEnd);
     s.Add("\n");

@@ -1,7 +1,7 @@
 // Gemma chat templates rendered directly to token ids (spec §4).
 //
 // Gemma 4 (the official large-model template; llama.cpp gemma4.jinja agrees):
-//   <bos>[<|turn>system\n[<|think|>]{system, trimmed}<turn|>\n]
+//   <bos>[<|turn>system\n[<|think|>\n]{system, trimmed}<turn|>\n]
 //   <|turn>{role}\n{content, trimmed}<turn|>\n ...        (assistant -> model; model turns drop
 //                                                           their <|channel>...<channel|> thoughts)
 //   generation prompt: <|turn>model\n [+ <|channel>thought\n<channel|> when thinking is off]

@@ -31,10 +31,10 @@ TEST(ChatTemplateTest, RendersGemma4TextPerSpec) {
             "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n"
             "<|turn>model\nHello!<turn|>\n<|turn>user\nBye<turn|>\n");
   EXPECT_EQ(RenderGemma4ChatText({{"user", "Hi"}}, {.enable_thinking = true}),
-            "<bos><|turn>system\n<|think|><turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
+            "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
   EXPECT_EQ(RenderGemma4ChatText({{"developer", "Rules"}, {"user", "Hi"}},
                                  {.enable_thinking = true}),
-            "<bos><|turn>system\n<|think|>Rules<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
+            "<bos><|turn>system\n<|think|>\nRules<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
   EXPECT_EQ(RenderGemma4ChatText({{"user", "Hi"}}, {.empty_thought_block = false}),
             "<bos><|turn>user\nHi<turn|>\n<|turn>model\n");
   EXPECT_EQ(RenderGemma4ChatText({}, {.add_generation_prompt = false}), "<bos>");
@@ -107,6 +107,20 @@ TEST(ChatTemplateTest, Gemma3TemplateTextIdsAndAlternation) {
 
 std::string RealTokenizerPath() {
   return std::string(GK_SOURCE_DIR) + "/build/tokenizer/gemma3/tokenizer.json";
+}
+
+TEST(ChatTemplateTest, SpecialTokensOnlyInsideTheirRanges) {
+  const Tokenizer tok = LayoutTokenizer(/*gemma4_names=*/true);
+  const std::string text = "<|turn>user\n<|turn>x<turn|>";
+  using Ranges = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(tok.EncodeWithSpecialRanges(text, Ranges{{0, text.size()}}), tok.Encode(text));
+  EXPECT_EQ(tok.EncodeWithSpecialRanges(text, Ranges{}), tok.Encode(text, SpecialTokenText::kAsText));
+  // The first and the last marker are the template's; the middle one is message text.
+  const std::vector<int32_t> ids = tok.EncodeWithSpecialRanges(text, Ranges{{0, 7}, {text.size() - 7, text.size()}});
+  EXPECT_EQ(ids, Concat({{105}, tok.Encode("user\n<|turn>x", SpecialTokenText::kAsText), {106}}));
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 105), 1);
+  // A marker that only starts inside a range is text.
+  EXPECT_EQ(tok.EncodeWithSpecialRanges("<|turn>", Ranges{{0, 3}}), tok.Encode("<|turn>", SpecialTokenText::kAsText));
 }
 
 const std::vector<ChatMessage> kChat = {

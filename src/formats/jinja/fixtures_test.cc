@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/chat_template.h"
+#include "formats/gemma4_tokens.h"
 #include "formats/jinja/jinja.h"
 
 namespace gk::jinja {
@@ -61,15 +62,33 @@ TEST(JinjaFixtureTest, Gemma4TemplateMatchesTheHandWrittenRenderer) {
   ASSERT_TRUE(parsed.ok()) << parsed.message();
   for (const auto& messages : Conversations()) {
     for (bool generation_prompt : {true, false}) {
-      const ChatTemplateOptions options{.add_generation_prompt = generation_prompt};
-      EXPECT_EQ(Render(*parsed, Context(messages, options)), RenderGemma4ChatText(messages, options))
-          << "first message: " << messages[0].content << " generation prompt " << generation_prompt;
+      for (bool thinking : {false, true}) {
+        const ChatTemplateOptions options{.add_generation_prompt = generation_prompt, .enable_thinking = thinking};
+        EXPECT_EQ(Render(*parsed, Context(messages, options)), RenderGemma4ChatText(messages, options))
+            << "first message: " << messages[0].content << " generation prompt " << generation_prompt
+            << " thinking " << thinking;
+      }
     }
   }
-  // With thinking on, the official template writes "<|think|>\n" (jinja2 agrees, see
-  // tests/chat_template/), where RenderGemma4ChatText writes "<|think|>" with no newline.
-  EXPECT_EQ(Render(*parsed, Context({{"user", "Hi"}}, {.enable_thinking = true})),
-            "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
+}
+
+// The template `gemmakit init` writes into tokenizer_config.json renders what the built-in
+// renderer renders, thinking on and off.
+TEST(JinjaFixtureTest, InitTemplateMatchesTheHandWrittenRenderer) {
+  Result<std::string> config = RenameToGemma4TokenizerConfig(R"({"chat_template": "x", "bos_token": "<bos>"})");
+  ASSERT_TRUE(config.ok()) << config.message();
+  Result<Template> parsed = Template::Parse(Json::parse(*config)["chat_template"].get<std::string>());
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  for (const auto& messages : Conversations()) {
+    for (bool generation_prompt : {true, false}) {
+      for (bool thinking : {false, true}) {
+        const ChatTemplateOptions options{.add_generation_prompt = generation_prompt, .enable_thinking = thinking};
+        EXPECT_EQ(Render(*parsed, Context(messages, options)), RenderGemma4ChatText(messages, options))
+            << "first message: " << messages[0].content << " generation prompt " << generation_prompt
+            << " thinking " << thinking;
+      }
+    }
+  }
 }
 
 TEST(JinjaFixtureTest, Gemma4TemplateMarksOnlyMarkersAsTemplate) {
