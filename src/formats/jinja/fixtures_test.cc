@@ -55,21 +55,26 @@ const std::vector<std::vector<ChatMessage>>& Conversations() {
   return conversations;
 }
 
-TEST(JinjaFixtureTest, Gemma4TemplateMatchesTheHandWrittenRenderer) {
-  std::optional<std::string> source = ReadFile(SharedTemplate("gemma-4-31B-it.jinja"));
-  if (!source) GTEST_SKIP() << "needs ../shared/fixtures/chat-templates/gemma-4-31B-it.jinja";
-  Result<Template> parsed = Template::Parse(*source);
-  ASSERT_TRUE(parsed.ok()) << parsed.message();
+// Every conversation, with and without the generation prompt, thinking off and on.
+void ExpectSameAsHandWrittenRenderer(const Template& parsed) {
   for (const auto& messages : Conversations()) {
     for (bool generation_prompt : {true, false}) {
       for (bool thinking : {false, true}) {
         const ChatTemplateOptions options{.add_generation_prompt = generation_prompt, .enable_thinking = thinking};
-        EXPECT_EQ(Render(*parsed, Context(messages, options)), RenderGemma4ChatText(messages, options))
+        EXPECT_EQ(Render(parsed, Context(messages, options)), RenderGemma4ChatText(messages, options))
             << "first message: " << messages[0].content << " generation prompt " << generation_prompt
             << " thinking " << thinking;
       }
     }
   }
+}
+
+TEST(JinjaFixtureTest, Gemma4TemplateMatchesTheHandWrittenRenderer) {
+  std::optional<std::string> source = ReadFile(SharedTemplate("gemma-4-31B-it.jinja"));
+  if (!source) GTEST_SKIP() << "needs ../shared/fixtures/chat-templates/gemma-4-31B-it.jinja";
+  Result<Template> parsed = Template::Parse(*source);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  ExpectSameAsHandWrittenRenderer(*parsed);
 }
 
 // The template `gemmakit init` writes into tokenizer_config.json renders what the built-in
@@ -79,16 +84,7 @@ TEST(JinjaFixtureTest, InitTemplateMatchesTheHandWrittenRenderer) {
   ASSERT_TRUE(config.ok()) << config.message();
   Result<Template> parsed = Template::Parse(Json::parse(*config)["chat_template"].get<std::string>());
   ASSERT_TRUE(parsed.ok()) << parsed.message();
-  for (const auto& messages : Conversations()) {
-    for (bool generation_prompt : {true, false}) {
-      for (bool thinking : {false, true}) {
-        const ChatTemplateOptions options{.add_generation_prompt = generation_prompt, .enable_thinking = thinking};
-        EXPECT_EQ(Render(*parsed, Context(messages, options)), RenderGemma4ChatText(messages, options))
-            << "first message: " << messages[0].content << " generation prompt " << generation_prompt
-            << " thinking " << thinking;
-      }
-    }
-  }
+  ExpectSameAsHandWrittenRenderer(*parsed);
 }
 
 TEST(JinjaFixtureTest, Gemma4TemplateMarksOnlyMarkersAsTemplate) {
