@@ -28,6 +28,7 @@
 #include "server/model_registry.h"
 #include "server/serve_flags.h"
 #include "util/open_file_limit.h"
+#include "util/stop_signals.h"
 
 namespace gk::cli {
 namespace {
@@ -127,13 +128,9 @@ int RunServe(int argc, char** argv) {
 
   // A handler, not a blocked mask and sigwait: libraries start threads before main (OpenBLAS
   // does, at load) and a signal delivered to one of those would take the default action and
-  // kill the server mid-drain. The handler only counts; the watcher thread acts.
-  struct sigaction sa {};
-  sa.sa_handler = CountSignal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
+  // kill the server mid-drain. The handler only counts, on a thread of its own; the watcher
+  // thread acts.
+  InstallStopHandler(CountSignal);
 
   if (!std::filesystem::is_directory(model_dir)) {
     return Fail(StrCat("--model ", model_dir, ": not a directory (give a Hugging Face model directory)"));

@@ -19,6 +19,7 @@
 #include "tools/data/sft_prepare.h"
 #include "tools/plot/svg_plot.h"
 #include "util/atomic_file.h"
+#include "util/stop_signals.h"
 
 namespace gk::cli {
 namespace {
@@ -152,11 +153,10 @@ int RunTrain(int argc, char** argv) {
   auto dataset = PreparedDataset(*recipe);
   if (!dataset.ok()) return Fail(dataset.status());
 
+  InstallStopHandler(OnSignal);  // before the first worker thread: see util/stop_signals.h
   ThreadPool pool(engine.threads);
   auto trainer = train::Trainer::Create(*recipe, *dataset, &pool, resume);
   if (!trainer.ok()) return Fail(trainer.status());
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
   if ((*trainer)->start_step() > 0) {
     std::fprintf(stderr, "resuming at step %lld of %lld\n", static_cast<long long>((*trainer)->start_step()),
                  static_cast<long long>((*trainer)->total_steps()));

@@ -20,6 +20,7 @@
 
 #include "util/atomic_file.h"
 #include "util/clock.h"
+#include "util/stop_signals.h"
 
 namespace gk::eval {
 
@@ -42,6 +43,7 @@ uint64_t HandledAccess(int abi, bool restrict_exec, bool restrict_read) {
 [[noreturn]] void ChildExec(const SandboxSpec& spec, const std::vector<std::string>& executables, int abi, int out_fd,
                             int err_fd, char* const* argv, char* const* envp) {
   setpgid(0, 0);
+  UnblockAllSignals();  // a mask survives exec: the simulator must die of the SIGKILL/SIGTERM it gets
   const int in = open("/dev/null", O_RDONLY);
   if (in < 0 || dup2(in, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(127);
   if (chdir(spec.cwd.c_str()) != 0) _exit(127);
