@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/chat_format.h"
+#include "formats/gemma4_tokens.h"
 #include "formats/tokenizer.h"
 
 namespace gk::fuzz {
@@ -107,6 +109,25 @@ inline std::string SmallTokenizerJson() {
                {{"type", "BPE"}, {"unk_token", "<unk>"}, {"byte_fallback", true}, {"fuse_unk", true},
                 {"vocab", vocab}, {"merges", merges}}}}
       .dump();
+}
+
+// The Gemma 4 template `gemmakit init` writes (tools, tool calls, thinking), parsed once.
+inline const ChatFormat& InitChatFormat() {
+  static const ChatFormat* format = [] {
+    auto config = RenameToGemma4TokenizerConfig(R"({"chat_template": "x"})");
+    Check(config.ok());
+    auto f = ChatFormat::FromSource(
+        {nlohmann::json::parse(*config)["chat_template"].get<std::string>(), "init template"});
+    Check(f.ok());
+    return new ChatFormat(std::move(f).value());
+  }();
+  return *format;
+}
+
+// A rendering either succeeds with ids or fails with a message (a template's raise_exception,
+// a reserved chat_template_kwargs key, a tool call the built-in renderer cannot write).
+inline void CheckRendered(const Result<std::vector<int32_t>>& ids) {
+  Check(ids.ok() ? !ids->empty() : !ids.message().empty());
 }
 
 inline const Tokenizer& SmallTokenizer() {

@@ -288,6 +288,20 @@ def seeds_openai():
             "presence_penalty": 0, "user": "u1", "unknown_field": 1}
     put("openai_chat_fuzz", "full.json", json.dumps(chat))
     put("openai_chat_fuzz", "minimal.json", '{"messages":[{"role":"user","content":"hello"}]}')
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["a", "b"]},
+                                                              "days": {"type": "integer"},
+                                                              "opts": {"type": "array", "items": {"type": "object"}}},
+                             "required": ["city"]}}}]
+    put("openai_chat_fuzz", "tools.json", json.dumps({
+        "messages": [{"role": "system", "content": "Use tools."},
+                     {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+                     {"role": "assistant", "content": None, "reasoning_content": "Call it.",
+                      "tool_calls": [{"id": "call_1", "type": "function",
+                                      "function": {"name": "get_weather", "arguments": "{\"city\": \"a\", \"days\": 2}"}}]},
+                     {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+        "tools": tools, "tool_choice": "auto", "chat_template_kwargs": {"enable_thinking": True},
+        "include_reasoning": False}))
     comp = {"model": "tiny", "prompt": ["a", "b"], "max_tokens": 8, "logprobs": 3, "echo": False,
             "stop_token_ids": [1, 106], "min_tokens": 1, "ignore_eos": True, "truncate_prompt_tokens": 4,
             "include_stop_str_in_output": True, "skip_special_tokens": False, "cache_salt": "s"}

@@ -1,11 +1,12 @@
 // libFuzzer target for POST /v1/chat/completions bodies (src/server/openai_request.h): the input
-// is the body. A body that parses goes on as in the server: the chat template over its
-// messages (a small fixed tokenizer) and the context-length check. A rejected body must be a
+// is the body. A body that parses goes on as in the server: the chat template (the one `init`
+// writes, through the Jinja engine, and the built-in ones) over its messages, tools and kwargs
+// (a small fixed tokenizer) and the context-length check. A rejected body must be a
 // 400 with a message that serialises (error messages quote input verbatim: the HTTP body
 // escapes a newline, the CLI prints every message through OneLine).
 #include <cstdint>
 
-#include "formats/chat_template.h"
+#include "formats/chat_format.h"
 #include "fuzz_util.h"
 #include "server/openai_request.h"
 
@@ -18,12 +19,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)e->Body();
     return 0;
   }
-  ChatTemplateOptions o;
-  o.add_generation_prompt = r.add_generation_prompt;
-  o.enable_thinking = r.enable_thinking;
-  auto ids = ApplyGemma4ChatTemplate(fuzz::SmallTokenizer(), r.messages, o);
-  fuzz::Check(ids.ok() && !ids->empty());
-  (void)ApplyGemma3ChatTemplate(fuzz::SmallTokenizer(), r.messages, o);
+  const auto ids = fuzz::InitChatFormat().Apply(fuzz::SmallTokenizer(), r.chat);
+  fuzz::CheckRendered(ids);
+  fuzz::CheckRendered(ChatFormat::Builtin(BuiltinChat::kGemma4).Apply(fuzz::SmallTokenizer(), r.chat));
+  fuzz::CheckRendered(ChatFormat::Builtin(BuiltinChat::kGemma3).Apply(fuzz::SmallTokenizer(), r.chat));
+  if (!ids.ok()) return 0;
   int64_t max_tokens = 0;
   if (auto e = server::CheckContextLength(r, int64_t(ids->size()), 4096, &max_tokens)) (void)e->Body();
   return 0;

@@ -3,7 +3,7 @@
 // detokenized with a small fixed tokenizer, as the server would.
 #include <cstdint>
 
-#include "formats/chat_template.h"
+#include "formats/chat_format.h"
 #include "fuzz_util.h"
 #include "server/openai_request.h"
 
@@ -17,10 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::Check(e->status == 400 && !e->message.empty());
     (void)e->Body();
   } else if (t.is_chat) {
-    ChatTemplateOptions o;
-    o.add_generation_prompt = t.add_generation_prompt;
-    o.enable_thinking = t.enable_thinking;
-    fuzz::Check(ApplyGemma4ChatTemplate(tok, t.messages, o).ok());
+    fuzz::CheckRendered(fuzz::InitChatFormat().Apply(tok, t.chat));
+    fuzz::CheckRendered(ChatFormat::Builtin(BuiltinChat::kGemma4).Apply(tok, t.chat));
   } else {
     (void)tok.Encode(t.prompt);
   }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "dist/communicator.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/train_bench.h"
 
@@ -62,8 +63,16 @@ int RunBench(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (train->parsed()) {
     to.targets = SplitCommas(targets);
+    auto world = dist::World();  // under mpirun: data parallel, scaling against one rank
+    if (!world.ok()) return Fail(world.status());
+    to.comm = *world;
     auto tr = RunTrainBench(to);
-    if (!tr.ok()) return Fail(tr.status());
+    if (!tr.ok()) {
+      const int rc = Fail(tr.status());
+      if (to.comm->size() > 1) to.comm->Abort(rc);
+      return rc;
+    }
+    if (to.comm->rank() != 0) return 0;  // rank 0 reports
     if (train_json) {
       std::printf("%s\n", TrainBenchToJson(*tr).dump().c_str());
     } else {

@@ -1,7 +1,8 @@
 // gemmakit data synth-verilog --out DIR --n N [--seed S] [--first K]
 // gemmakit data prepare --input FILE.jsonl --model DIR --max-seq-len N --loss assistant|all
-//                       [--max-rows K] --out DIR
-// gemmakit data stats (--input FILE.jsonl --model DIR | --dataset DIR) [--bin-width N] [--json]
+//                       [--max-rows K] [--chat-template FILE|NAME] --out DIR
+// gemmakit data stats (--input FILE.jsonl --model DIR [--chat-template FILE|NAME] | --dataset DIR)
+//                     [--bin-width N] [--json]
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "formats/chat_format.h"
 #include "formats/token_dataset.h"
 #include "tools/data/sft_prepare.h"
 #include "tools/data/verilog_synth.h"
@@ -36,7 +38,7 @@ int RunSynthVerilog(const std::string& out, const data::VerilogSynthOptions& o) 
 }
 
 struct SftFlags {
-  std::string input, model, out, dataset, loss = "assistant";
+  std::string input, model, out, dataset, loss = "assistant", chat_template;
   int64_t max_seq_len = 0, max_rows = -1, bin_width = 256;
   bool json = false;
 };
@@ -53,14 +55,21 @@ struct LoadedSft {
   std::vector<TokenRow> rows;
   data::SftPrepareReport report;
   std::string arch;
+  std::string chat_template;  // ChatFormat::Describe()
 };
 
 Result<LoadedSft> LoadSft(const SftFlags& f, const data::SftPrepareOptions& o) {
   GK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(f.model));
   GK_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadModelTokenizer(f.model));
+  // The checkpoint's template (or --chat-template): training sees what serving will render.
+  GK_ASSIGN_OR_RETURN(const ChatFormat format,
+                      ChatFormat::ForModel(f.model, config.arch == Arch::kGemma3 ? BuiltinChat::kGemma3
+                                                                                 : BuiltinChat::kGemma4,
+                                           f.chat_template));
   LoadedSft s;
   s.arch = config.arch == Arch::kGemma3 ? "gemma3" : "gemma4";
-  GK_ASSIGN_OR_RETURN(s.rows, data::PrepareSft(f.input, tokenizer, config, o, &s.report));
+  s.chat_template = format.Describe();
+  GK_ASSIGN_OR_RETURN(s.rows, data::PrepareSft(f.input, tokenizer, format, o, &s.report));
   return s;
 }
 
@@ -90,7 +99,7 @@ int RunPrepare(const SftFlags& f) {
       {"model", AbsolutePath(f.model)},
       {"tokenizer", AbsolutePath(f.model + "/tokenizer.json")},
       {"arch", s->arch},
-      {"chat_format", "<bos><|turn>user\n{prompt}<turn|>\n<|turn>model\n{answer}<turn|>\n"},
+      {"chat_template", s->chat_template},
       {"control_ids", {{"bos", 2}, {"turn", 105}, {"turn_end", 106}}},
       {"max_seq_len", o.max_seq_len},
       {"loss", data::LossModeName(o.loss)},
@@ -111,6 +120,7 @@ int RunPrepare(const SftFlags& f) {
               static_cast<long long>(r.tokens), static_cast<long long>(r.loss_tokens),
               100.0 * double(r.loss_tokens) / double(r.tokens), data::LossModeName(o.loss),
               static_cast<long long>(o.max_seq_len));
+  std::printf("chat template: %s\n", s->chat_template.c_str());
   std::printf("wrote %s\n", f.out.c_str());
   return 0;
 }
@@ -148,11 +158,13 @@ int RunStats(const SftFlags& f) {
     if (!s.ok()) return Fail(s.status());
     for (const TokenRow& r : s->rows) lengths.push_back(int64_t(r.tokens.size()));
     out["input"] = f.input;
+    out["chat_template"] = s->chat_template;
     out["raw"] = s->report.raw;
     out["kept"] = s->report.kept;
     out["dropped"] = s->report.dropped;
     header = StrCat("read ", s->report.raw, " rows from ", f.input, ": ", s->report.kept, " usable, dropped ",
-                    s->report.raw - s->report.kept, " (", DropSummary(s->report), ")\n");
+                    s->report.raw - s->report.kept, " (", DropSummary(s->report), "); chat template: ",
+                    s->chat_template, "\n");
   }
   const data::LengthStats stats = data::ComputeLengthStats(lengths, f.bin_width);
   if (f.json) {
@@ -195,8 +207,9 @@ int RunData(int argc, char** argv) {
       "prepare",
       "Tokenize CodeV-R1 SFT rows (JSONL: system, prompt, response) into a data set for training.\n"
       "Each row: the <think> block is removed, the first ```verilog block of the <answer> is kept, and the\n"
-      "conversation <bos><|turn>user\\n{prompt}<turn|>\\n<|turn>model\\n{code}<turn|>\\n is tokenized with the\n"
-      "model's tokenizer (control tokens by id). --loss assistant: the loss counts the model turn's body and\n"
+      "conversation (user: prompt, assistant: code) is rendered by the model's chat template, the one serving\n"
+      "uses (docs/CHAT_TEMPLATES.md; built in: <bos><|turn>user\\n{prompt}<turn|>\\n<|turn>model\\n{code}<turn|>\\n),\n"
+      "and tokenized with the model's tokenizer. --loss assistant: the loss counts the model turn's body and\n"
       "its <turn|>; all: every token. Rows longer than --max-seq-len are dropped, not truncated. Bad rows are\n"
       "counted and skipped. Writes DIR/dataset.json + DIR/shard-NNNNN.safetensors (tokens, loss_mask, offsets)\n"
       "atomically.");
@@ -206,6 +219,10 @@ int RunData(int argc, char** argv) {
       ->required();
   prepare->add_option("--loss", f.loss, "assistant (the model turn only) or all (every token)")->required();
   prepare->add_option("--max-rows", f.max_rows, "read at most K input rows (the reference: 10000)");
+  const char* template_help =
+      "chat template file, or the name of one of the checkpoint's templates (default: the checkpoint's "
+      "chat_template.jinja / tokenizer_config.json, else the built-in one)";
+  prepare->add_option("--chat-template", f.chat_template, template_help);
   prepare->add_option("--out", f.out, "output data set directory (an existing data set there is replaced)")->required();
 
   CLI::App* stats = app.add_subcommand(
@@ -217,6 +234,7 @@ int RunData(int argc, char** argv) {
   stats->add_option("--model", f.model, "model directory whose tokenizer.json tokenizes --input");
   stats->add_option("--dataset", f.dataset, "a data set written by `data prepare`");
   stats->add_option("--max-rows", f.max_rows, "read at most K input rows");
+  stats->add_option("--chat-template", f.chat_template, template_help);
   stats->add_option("--bin-width", f.bin_width, "histogram bin width in tokens (default 256)");
   stats->add_flag("--json", f.json, "print JSON instead of text");
 

@@ -1,5 +1,6 @@
-// gemmakit eval verilog --dataset DIR (--model DIR | --base-url URL [--model NAME] | --candidates FILE)
-//                       [--n-samples 5] [--temperature 0.8] [--top-p 0.95] [--max-tokens 1024] [--k 1,5]
+// gemmakit eval verilog --dataset DIR (--model DIR [--chat-template FILE|NAME] | --base-url URL [--model NAME] |
+//                       --candidates FILE) [--n-samples 5] [--temperature 0.8] [--top-p 0.95]
+//                       [--max-tokens 1024] [--k 1,5]
 //                       [--problems LIST] [--workers N] [--timeout S] [--out DIR] [--seed S]
 // gemmakit eval compare A B [--labels A,B]   (A, B: --out directories or their summary.json)
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "cli/common.h"
 #include "engines/generate/stop_ids.h"
 #include "engines/serve/engine.h"
+#include "formats/chat_format.h"
 #include "model/gemma_model.h"
 #include "tensor/thread_pool.h"
 #include "tools/eval/verilog_eval.h"
@@ -24,11 +26,19 @@ namespace gk::cli {
 
 namespace {
 
+// The prompt is rendered as serving would render it: --chat-template, else the checkpoint's
+// template, else the built-in one for the architecture.
+Result<ChatFormat> EvalChatFormat(const std::string& model, const std::string& chat_template) {
+  GK_ASSIGN_OR_RETURN(const ModelConfig config, LoadModelConfig(model));
+  return ChatFormat::ForModel(model, config.arch == Arch::kGemma3 ? BuiltinChat::kGemma3 : BuiltinChat::kGemma4,
+                              chat_template);
+}
+
 int RunEvalVerilog(int argc, char** argv) {
   CLI::App app{"Score a model on verilog-eval spec-to-RTL: generate n samples per problem, compile and simulate "
                "each with iverilog in a sandbox, report unbiased pass@k."};
   eval::VerilogEvalOptions o;
-  std::string model, base_url, api_key, ks = "1,5", problems;
+  std::string model, base_url, api_key, ks = "1,5", problems, chat_template;
   int concurrency = 16;
   double timeout = 60;
   bool unsafe = false, keep = false;
@@ -38,6 +48,9 @@ int RunEvalVerilog(int argc, char** argv) {
   app.add_option("--base-url", base_url, "an OpenAI-compatible server (gemmakit serve, vLLM, llama.cpp)");
   app.add_option("--api-key", api_key, "Bearer token for --base-url (default: $OPENAI_API_KEY)");
   app.add_option("--candidates", o.candidates, "score this JSONL of {problem, sample, code} instead of generating");
+  app.add_option("--chat-template", chat_template,
+                 "with --model DIR: chat template file, or the name of one of the checkpoint's templates (default: "
+                 "the checkpoint's chat_template.jinja / tokenizer_config.json, else the built-in one)");
   app.add_option("--n-samples", o.n_samples, "samples per problem")->check(CLI::Range(1, 1000));
   app.add_option("--temperature", o.generation.temperature, "sampling temperature")->check(CLI::Range(0.0, 10.0));
   app.add_option("--top-p", o.generation.top_p, "nucleus sampling")->check(CLI::Range(0.0, 1.0));
@@ -70,6 +83,9 @@ int RunEvalVerilog(int argc, char** argv) {
   }
   const int sources = (!base_url.empty()) + (!o.candidates.empty()) + (base_url.empty() && !model.empty());
   if (sources != 1) return Fail("give exactly one of --model DIR, --base-url URL or --candidates FILE");
+  if (!chat_template.empty() && (!base_url.empty() || !o.candidates.empty())) {
+    return Fail("--chat-template applies to --model DIR (a server renders with its own template)");
+  }
   o.metadata = {{"dataset", o.dataset},
                 {"backend", !base_url.empty() ? base_url : !o.candidates.empty() ? "candidates" : "engine"},
                 {"model", model},
@@ -95,6 +111,9 @@ int RunEvalVerilog(int argc, char** argv) {
     generate = eval::ServerGenerator(base_url, model, api_key, concurrency);
   } else if (o.candidates.empty()) {
     if (!std::filesystem::is_directory(model)) return Fail(StrCat("--model ", model, ": not a model directory"));
+    auto format = EvalChatFormat(model, chat_template);
+    if (!format.ok()) return Fail(format.status());
+    o.metadata["chat_template"] = format->Describe();
     auto tok = LoadModelTokenizer(model);
     if (!tok.ok()) return Fail(tok.status());
     tokenizer.emplace(std::move(*tok));
@@ -109,12 +128,15 @@ int RunEvalVerilog(int argc, char** argv) {
     auto e = ServeEngine::Create(std::move(*m), eo);
     if (!e.ok()) return Fail(e.status());
     engine = std::move(*e);
-    generate = eval::EngineGenerator(*engine, *tokenizer, StopIds(config, *tokenizer));
+    generate = eval::EngineGenerator(*engine, *tokenizer, std::move(*format), StopIds(config, *tokenizer));
   }
   auto r = eval::RunVerilogEval(o, generate);
   if (engine) engine->Shutdown(false);
   if (!r.ok()) return Fail(r.status());
   std::printf("%s (sandbox: %s)\n", r->iverilog_version.c_str(), o.score.sandbox ? "landlock" : "NONE");
+  if (o.metadata.contains("chat_template")) {
+    std::printf("chat template: %s\n", o.metadata["chat_template"].get<std::string>().c_str());
+  }
   std::fputs(eval::FormatEvalSummary(r->summary).c_str(), stdout);
   const double n = static_cast<double>(r->records.size());
   std::printf("generation %.2f s, scoring %.2f s (%.2f samples/s)\n", r->generation_seconds, r->scoring_seconds,

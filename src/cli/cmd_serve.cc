@@ -24,6 +24,7 @@
 
 #include "cli/common.h"
 #include "engines/serve/engine.h"
+#include "formats/chat_format.h"
 #include "server/http_server.h"
 #include "server/model_registry.h"
 #include "server/serve_flags.h"
@@ -97,6 +98,20 @@ int RunServe(int argc, char** argv) {
                "answer 400 to requests with fields the API does not know (default: ignore them with a warning, as vLLM)");
   app.add_option("--tokenizer-dir", tokenizer_dir, "tokenizer.json directory when the model has none");
   app.add_option("--lora", loras, "NAME=DIR: a LoRA adapter (PEFT) chosen by \"model\": NAME (not supported yet)");
+  std::string chat_template, reasoning_parser = "auto", tool_call_parser = "auto";
+  app.add_option("--chat-template", chat_template,
+                 "Jinja chat template FILE, or the NAME of one of the checkpoint's templates (default: the "
+                 "checkpoint's chat_template.jinja / tokenizer_config.json, else the built-in one)");
+  app.add_option("--reasoning-parser", reasoning_parser,
+                 "gemma4: the thought channel becomes reasoning_content; none: left in the content "
+                 "(auto: gemma4 for Gemma 4 checkpoints)")
+      ->check(CLI::IsMember({"auto", "gemma4", "none"}));
+  app.add_option("--tool-call-parser", tool_call_parser,
+                 "gemma4: <|tool_call> blocks become tool_calls when a request gives tools; none: text "
+                 "(auto: gemma4 for Gemma 4 checkpoints)")
+      ->check(CLI::IsMember({"auto", "gemma4", "none"}));
+  bool auto_tool_choice = false;  // vLLM needs it for tool_choice "auto"; here the parser suffices
+  app.add_flag("--enable-auto-tool-choice", auto_tool_choice, "accepted for vLLM compatibility (always on)");
   EngineFlags engine_flags;
   engine_flags.AddTo(app);
   try {
@@ -152,6 +167,10 @@ int RunServe(int argc, char** argv) {
     eo.kv_cache_bytes = budget - used;
   }
   const ModelConfig config = (*model)->config();
+  auto chat_format = ChatFormat::ForModel(
+      model_dir, config.arch == Arch::kGemma3 ? BuiltinChat::kGemma3 : BuiltinChat::kGemma4, chat_template);
+  if (!chat_format.ok()) return Fail(chat_format.status());
+  const bool gemma4 = config.arch == Arch::kGemma4;
   if (served_names.empty()) served_names.push_back(model_dir);
   // Declared before the engine so it outlives every engine callback (they record queue times).
   server::ServerMetrics metrics(served_names.front());
@@ -165,6 +184,9 @@ int RunServe(int argc, char** argv) {
   ctx.tokenizer = &*tokenizer;
   ctx.config = &eng.config();
   ctx.eos_ids = StopIds(config, *tokenizer);
+  ctx.chat_format = &*chat_format;
+  ctx.reasoning_parser = reasoning_parser == "gemma4" || (reasoning_parser == "auto" && gemma4);
+  ctx.tool_call_parser = tool_call_parser == "gemma4" || (tool_call_parser == "auto" && gemma4);
   ctx.max_model_len = cap.max_model_len;
   server::ModelRegistry registry(served_names, model_dir, cap.max_model_len, int64_t(std::time(nullptr)));
   server::HttpServerOptions ho;
@@ -189,6 +211,9 @@ int RunServe(int argc, char** argv) {
                "%lld sliding)\n",
                (long long)cap.kv_tokens, double(cap.kv_bytes) / (1 << 20), Lower(DTypeName(cap.kv_dtype)).c_str(),
                cap.block_size, (long long)cap.num_blocks[0], (long long)cap.num_blocks[1]);
+  std::fprintf(stderr, "gemmakit serve: chat template: %s; reasoning parser: %s; tool-call parser: %s\n",
+               chat_format->Describe().c_str(), ctx.reasoning_parser ? "gemma4" : "none",
+               ctx.tool_call_parser ? "gemma4" : "none");
   std::fprintf(stderr, "gemmakit serve: Maximum concurrency for %lld tokens per request: %.2fx\n",
                (long long)cap.max_model_len, cap.max_concurrency);
   std::fprintf(stderr, "gemmakit serve: listening on http://%s:%d\n", host.c_str(), *bound);

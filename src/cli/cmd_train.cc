@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "cli/common.h"
+#include "dist/communicator.h"
 #include "engines/train/recipe.h"
 #include "engines/train/trainer.h"
+#include "formats/chat_format.h"
 #include "formats/token_dataset.h"
 #include "model/config.h"
 #include "tools/data/sft_prepare.h"
@@ -27,9 +29,13 @@ namespace {
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_signal{0};
 
+// The first signal asks for a checkpoint and a clean stop; a second one kills at once.
 void OnSignal(int sig) {
   g_signal.store(sig);
-  g_stop.store(true);
+  if (g_stop.exchange(true)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
 }
 
 bool IsDatasetDir(const std::string& path) {
@@ -37,33 +43,50 @@ bool IsDatasetDir(const std::string& path) {
   return std::filesystem::is_regular_file(path + "/dataset.json", ec);
 }
 
+// The chat template a JSONL is rendered with: data.chat_template, else the checkpoint's, else the
+// built-in one, as `data prepare` and serving choose it.
+Result<ChatFormat> RecipeChatFormat(const train::TrainRecipe& r, const ModelConfig& config) {
+  Result<ChatFormat> f = ChatFormat::ForModel(
+      r.model, config.arch == Arch::kGemma3 ? BuiltinChat::kGemma3 : BuiltinChat::kGemma4, r.chat_template);
+  if (!f.ok() && !r.chat_template.empty()) return f.status().Wrap("data.chat_template");
+  return f;
+}
+
 // Tokenizes the recipe's JSONL into RUN/dataset, unless a dataset made from the same file with
-// the same settings is already there.
+// the same settings and chat template is already there.
 Result<std::string> PreparedDataset(const train::TrainRecipe& r) {
-  if (IsDatasetDir(r.data)) return r.data;
+  if (IsDatasetDir(r.data)) {
+    if (!r.chat_template.empty()) {
+      std::fprintf(stderr, "note: data.chat_template is not used: %s is already tokenized\n", r.data.c_str());
+    }
+    return r.data;
+  }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(r.data, ec)) {
     return Status::Error(StrCat("data: ", r.data, " is neither a JSONL file nor a `gemmakit data prepare` directory"));
   }
+  GK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(r.model));
+  GK_ASSIGN_OR_RETURN(const ChatFormat format, RecipeChatFormat(r, config));
   const std::string dir = r.out + "/dataset";
   const nlohmann::json want = {{"source", std::filesystem::absolute(r.data).string()},
                                {"source_bytes", std::filesystem::file_size(r.data, ec)},
                                {"max_seq_len", r.max_seq_len},
                                {"loss", r.loss},
                                {"max_rows", r.max_rows},
-                               {"model", std::filesystem::absolute(r.model).string()}};
+                               {"model", std::filesystem::absolute(r.model).string()},
+                               {"chat_template", r.chat_template},
+                               {"chat_template_used", format.Describe()}};
   if (IsDatasetDir(dir)) {
     auto existing = TokenDataset::Open(dir);
     if (existing.ok() && existing->meta().value("recipe_inputs", nlohmann::json()) == want) return dir;
   }
-  GK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(r.model));
   GK_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadModelTokenizer(r.model));
   data::SftPrepareOptions o;
   o.max_seq_len = r.max_seq_len;
   GK_ASSIGN_OR_RETURN(o.loss, data::ParseLossMode(r.loss));
   o.max_rows = r.max_rows;
   data::SftPrepareReport report;
-  GK_ASSIGN_OR_RETURN(std::vector<TokenRow> rows, data::PrepareSft(r.data, tokenizer, config, o, &report));
+  GK_ASSIGN_OR_RETURN(std::vector<TokenRow> rows, data::PrepareSft(r.data, tokenizer, format, o, &report));
   std::string dropped;
   for (const auto& [why, n] : report.dropped) {
     if (n > 0) dropped += StrCat(dropped.empty() ? "" : ", ", why, " ", n);
@@ -78,7 +101,8 @@ Result<std::string> PreparedDataset(const train::TrainRecipe& r) {
                          {"kept", report.kept},
                          {"dropped", report.dropped},
                          {"loss", r.loss},
-                         {"max_seq_len", r.max_seq_len}};
+                         {"max_seq_len", r.max_seq_len},
+                         {"chat_template", format.Describe()}};
   GK_RETURN_IF_ERROR(WriteTokenDataset(dir, rows, meta));
   return dir;
 }
@@ -147,17 +171,41 @@ int RunTrain(int argc, char** argv) {
   if (!s.ok()) return Fail(s);
   s = train::ValidateRecipe(*recipe);
   if (!s.ok()) return Fail(s);
+  InstallStopHandler(OnSignal);  // before the first worker thread (MPI's too): util/stop_signals.h
+  // Under mpirun: data parallel over the ranks (engines/train/trainer.h); else one process.
+  auto world = dist::World();
+  if (!world.ok()) return Fail(world.status());
+  dist::Communicator& comm = **world;
+  const bool writer = comm.rank() == 0;
   std::error_code ec;
   std::filesystem::create_directories(recipe->out, ec);
   if (ec) return Fail(StrCat(recipe->out, ": cannot create the run directory: ", ec.message()));
-  auto dataset = PreparedDataset(*recipe);
+  // Rank 0 tokenizes RUN/dataset; the others then reuse it (or, on a machine of their own,
+  // tokenize the same rows). The flag all-reduce is also the barrier between the two.
+  Result<std::string> dataset = writer ? PreparedDataset(*recipe) : Result<std::string>::Error("");
+  if (comm.size() > 1) {
+    int64_t failed = writer && !dataset.ok() ? 1 : 0;
+    if (Status st = comm.AllReduceMax(std::span<int64_t>(&failed, 1)); !st.ok()) return Fail(st);
+    if (failed && writer) return Fail(dataset.status());
+    if (failed) return Fail(StrCat("rank ", comm.rank(), ": rank 0 could not prepare the data (its message is above)"));
+    if (!writer) dataset = PreparedDataset(*recipe);
+  }
   if (!dataset.ok()) return Fail(dataset.status());
+  if (writer && comm.size() > 1) {
+    std::fprintf(stderr, "data parallel: %d ranks (%s), micro-batches dealt round-robin\n", comm.size(),
+                 comm.backend().c_str());
+  }
 
-  InstallStopHandler(OnSignal);  // before the first worker thread: see util/stop_signals.h
   ThreadPool pool(engine.threads);
-  auto trainer = train::Trainer::Create(*recipe, *dataset, &pool, resume);
+  auto trainer = train::Trainer::Create(*recipe, *dataset, &pool, resume, &comm);
   if (!trainer.ok()) return Fail(trainer.status());
-  if ((*trainer)->start_step() > 0) {
+  // From here a rank that fails alone would leave the others in a collective: end them all.
+  auto fail_all = [&](const Status& st) {
+    const int rc = Fail(st);
+    if (comm.size() > 1) comm.Abort(rc);
+    return rc;
+  };
+  if (writer && (*trainer)->start_step() > 0) {
     std::fprintf(stderr, "resuming at step %lld of %lld\n", static_cast<long long>((*trainer)->start_step()),
                  static_cast<long long>((*trainer)->total_steps()));
   }
@@ -167,8 +215,9 @@ int RunTrain(int argc, char** argv) {
     logs.push_back(l);
     PrintProgress(l, tty, recipe->log_every);
   });
-  if (!s.ok()) return Fail(s);
+  if (!s.ok()) return fail_all(s);
   const nlohmann::json& sum = (*trainer)->summary();
+  if (!writer) return (*trainer)->stopped() ? 128 + (g_signal.load() ? g_signal.load() : SIGTERM) : 0;
   if ((*trainer)->stopped()) {
     std::fprintf(stderr, "\nstopped by signal %d at step %lld: checkpoint written to %s; continue with --resume\n",
                  g_signal.load(), static_cast<long long>(sum["steps"]["done"].get<int64_t>()), recipe->out.c_str());

@@ -63,6 +63,19 @@ Result<ChatFormat> ChatFormat::ForModel(const std::string& model_dir, BuiltinCha
   return f;
 }
 
+ChatFormat ChatFormat::Builtin(BuiltinChat builtin) {
+  ChatFormat f;
+  f.builtin_ = builtin;
+  return f;
+}
+
+Result<ChatFormat> ChatFormat::FromSource(const ChatTemplateSource& source) {
+  GK_ASSIGN_OR_RETURN(ChatRenderer r, ChatRenderer::Parse(source));
+  ChatFormat f;
+  f.renderer_ = std::move(r);
+  return f;
+}
+
 Result<std::vector<int32_t>> ChatFormat::Apply(const Tokenizer& tokenizer, const ChatRenderInput& input) const {
   if (renderer_) return renderer_->Apply(tokenizer, input);
   if (!input.tools.is_null() && !input.tools.empty()) {

@@ -24,6 +24,11 @@ class ChatFormat {
   static Result<ChatFormat> ForModel(const std::string& model_dir, BuiltinChat builtin,
                                      const std::string& override_template = "");
 
+  // The built-in renderer alone (tests, and servers of checkpoints without a template).
+  static ChatFormat Builtin(BuiltinChat builtin);
+  // A template the caller holds.
+  static Result<ChatFormat> FromSource(const ChatTemplateSource& source);
+
   Result<std::vector<int32_t>> Apply(const Tokenizer& tokenizer, const ChatRenderInput& input) const;
 
   // "models/x/chat_template.jinja", "built-in Gemma 4 template", ...

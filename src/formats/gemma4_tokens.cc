@@ -42,38 +42,220 @@ constexpr std::pair<std::string_view, std::string_view> kConfigNames[] = {
     {"<image_soft_token>", "<|image|>"},
 };
 
-// Our own Jinja rendering of the same turns as RenderGemma4ChatText (chat_template.h): optional
-// system turn (also opened when thinking is on), assistant -> model, model text without its
-// <|channel>...<channel|> thoughts, and the generation prompt with the empty thought block.
-constexpr std::string_view kChatTemplate = R"JINJA({{- bos_token -}}
-{%- set loop_messages = messages -%}
+// The chat template `gemmakit init` writes: our own Jinja, rendering byte for byte what the
+// official Gemma 4 31B template (gemma-4-31B-it.jinja) renders for what the OpenAI API sends:
+// system/developer text, thinking on or off, string or text-part content (model text without its
+// <|channel>...<channel|> thoughts), tools as `<|tool>declaration:...<tool|>` in the system turn,
+// assistant tool_calls (arguments a mapping or a string) with their reasoning when after the last
+// user message, the following role "tool" messages as `<|tool_response>` blocks named through
+// tool_call_id (also the legacy tool_responses field), and the generation prompt. Image, audio and
+// video parts are not rendered. Checked against the official template with jinja2 by
+// tests/chat_template/init_template_test.py, and against RenderGemma4ChatText for plain turns by
+// src/formats/jinja/fixtures_test.cc.
+constexpr std::string_view kChatTemplate = R"JINJA({#- gemmakit's Gemma 4 chat template, written by `gemmakit init`. Every tag trims both sides, so
+    only what output expressions print reaches the prompt. -#}
+{#- A value in Gemma 4's tool syntax: <|"|>-quoted strings, true/false, keys sorted (quoted or bare). -#}
+{%- macro gk_value(v, quote_keys) -%}
+  {%- if v is string -%}
+    {{- '<|"|>' + v + '<|"|>' -}}
+  {%- elif v is boolean -%}
+    {{- 'true' if v else 'false' -}}
+  {%- elif v is mapping -%}
+    {{- '{' -}}
+    {%- for key, item in v | dictsort -%}
+      {{- ('' if loop.first else ',') + ('<|"|>' + key + '<|"|>' if quote_keys else key) + ':' + gk_value(item, quote_keys) -}}
+    {%- endfor -%}
+    {{- '}' -}}
+  {%- elif v is sequence -%}
+    {{- '[' -}}
+    {%- for item in v -%}
+      {{- ('' if loop.first else ',') + gk_value(item, quote_keys) -}}
+    {%- endfor -%}
+    {{- ']' -}}
+  {%- else -%}
+    {{- v -}}
+  {%- endif -%}
+{%- endmacro -%}
+{#- Names in a list: <|"|>a<|"|>,<|"|>b<|"|> -#}
+{%- macro gk_names(names) -%}
+  {%- for name in names -%}
+    {{- ('' if loop.first else ',') ~ '<|"|>' ~ name ~ '<|"|>' -}}
+  {%- endfor -%}
+{%- endmacro -%}
+{#- JSON-schema properties, sorted: name:{description,enum|items,nullable,properties,required,type}.
+    Properties named like those five keywords are left out; an object schema without a
+    `properties` mapping lists its own other keywords as its properties. -#}
+{%- macro gk_properties(props) -%}
+  {%- for name, schema in props | dictsort if name not in ['description', 'type', 'properties', 'required', 'nullable'] -%}
+    {%- set kind = schema['type'] | upper -%}
+    {{- ('' if loop.first else ',') ~ name ~ ':{' -}}
+    {%- if schema['description'] -%}
+      {{- 'description:<|"|>' ~ schema['description'] ~ '<|"|>,' -}}
+    {%- endif -%}
+    {%- if kind == 'STRING' and schema['enum'] -%}
+      {{- 'enum:' + gk_value(schema['enum'], true) + ',' -}}
+    {%- elif kind == 'ARRAY' and schema['items'] is mapping and schema['items'] -%}
+      {{- 'items:{' + gk_items(schema['items']) + '},' -}}
+    {%- endif -%}
+    {%- if schema['nullable'] -%}
+      {{- 'nullable:true,' -}}
+    {%- endif -%}
+    {%- if kind == 'OBJECT' -%}
+      {{- 'properties:{' + gk_properties(schema['properties'] if schema['properties'] is mapping else schema) + '},' -}}
+      {%- if schema['required'] -%}
+        {{- 'required:[' + gk_names(schema['required']) + '],' -}}
+      {%- endif -%}
+    {%- endif -%}
+    {{- 'type:<|"|>' ~ kind ~ '<|"|>}' -}}
+  {%- endfor -%}
+{%- endmacro -%}
+{#- An array's item schema: its non-null keywords, sorted. -#}
+{%- macro gk_items(items) -%}
+  {%- for key, item in items | dictsort if item is not none -%}
+    {{- '' if loop.first else ',' -}}
+    {%- if key == 'properties' -%}
+      {{- 'properties:{' + (gk_properties(item) if item is mapping else '') + '}' -}}
+    {%- elif key == 'required' -%}
+      {{- 'required:[' + gk_names(item) + ']' -}}
+    {%- elif key == 'type' -%}
+      {{- 'type:' + gk_value(item | upper if item is string else item | map('upper') | list, true) -}}
+    {%- else -%}
+      {{- key ~ ':' ~ gk_value(item, true) -}}
+    {%- endif -%}
+  {%- endfor -%}
+{%- endmacro -%}
+{#- An OpenAI function tool's `function`. -#}
+{%- macro gk_declaration(fn) -%}
+  {{- 'declaration:' ~ fn['name'] ~ '{description:<|"|>' ~ fn['description'] ~ '<|"|>' -}}
+  {%- set params = fn['parameters'] -%}
+  {%- if params -%}
+    {{- ',parameters:{' -}}
+    {%- if params['properties'] -%}
+      {{- 'properties:{' + gk_properties(params['properties']) + '},' -}}
+    {%- endif -%}
+    {%- if params['required'] -%}
+      {{- 'required:[' + gk_names(params['required']) + '],' -}}
+    {%- endif -%}
+    {%- if params['type'] -%}
+      {{- 'type:<|"|>' ~ params['type'] | upper ~ '<|"|>}' -}}
+    {%- endif -%}
+  {%- endif -%}
+  {%- if 'response' in fn -%}
+    {{- ',response:{' -}}
+    {%- if fn['response']['description'] -%}
+      {{- 'description:<|"|>' ~ fn['response']['description'] ~ '<|"|>,' -}}
+    {%- endif -%}
+    {%- if fn['response']['type'] | upper == 'OBJECT' -%}
+      {{- 'type:<|"|>OBJECT<|"|>}' -}}
+    {%- endif -%}
+  {%- endif -%}
+  {{- '}' -}}
+{%- endmacro -%}
+{#- One tool result: a mapping keeps its keys, anything else is the value. -#}
+{%- macro gk_tool_result(name, body) -%}
+  {{- '<|tool_response>response:' + name + (gk_value(body, false) if body is mapping else '{value:' + gk_value(body, false) + '}') + '<tool_response|>' -}}
+{%- endmacro -%}
+{#- The text parts of a tool message, joined. -#}
+{%- macro gk_joined_text(parts) -%}
+  {%- for part in parts if part.get('type') == 'text' -%}
+    {{- '' + (part.get('text') | default('')) -}}
+  {%- endfor -%}
+{%- endmacro -%}
+{#- Model text without its <|channel>...<channel|> thoughts. -#}
+{%- macro gk_visible(text) -%}
+  {%- set acc = namespace(text='') -%}
+  {%- for piece in text.split('<channel|>') -%}
+    {%- set acc.text = acc.text + piece.split('<|channel>')[0] -%}
+  {%- endfor -%}
+  {{- acc.text | trim -}}
+{%- endmacro -%}
+{#- A message's content: a string or text parts, each trimmed (image, audio and video parts are
+    not rendered). -#}
+{%- macro gk_content(content, is_model) -%}
+  {%- if content is string -%}
+    {{- gk_visible(content) if is_model else content | trim -}}
+  {%- elif content is sequence -%}
+    {%- for part in content if part['type'] == 'text' -%}
+      {{- gk_visible(part['text']) if is_model else part['text'] | trim -}}
+    {%- endfor -%}
+  {%- endif -%}
+{%- endmacro -%}
+{{- bos_token -}}
 {%- set thinking = enable_thinking is defined and enable_thinking -%}
-{%- if thinking or messages[0]['role'] in ['system', 'developer'] -%}
-{{- '<|turn>system\n' -}}
-{%- if thinking -%}{{- '<|think|>\n' -}}{%- endif -%}
-{%- if messages[0]['role'] in ['system', 'developer'] -%}
-{{- messages[0]['content'] | trim -}}
-{%- set loop_messages = messages[1:] -%}
+{%- set has_system = messages[0]['role'] in ['system', 'developer'] -%}
+{%- set turns = messages[1:] if has_system else messages -%}
+{#- The system turn: the thinking switch, the system text and the tool declarations. -#}
+{%- if thinking or tools or has_system -%}
+  {{- '<|turn>system\n' -}}
+  {%- if thinking -%}
+    {{- '<|think|>\n' -}}
+  {%- endif -%}
+  {%- if has_system -%}
+    {{- messages[0]['content'] | trim -}}
+  {%- endif -%}
+  {%- for tool in tools or [] -%}
+    {{- '<|tool>' + gk_declaration(tool['function']) + '<tool|>' -}}
+  {%- endfor -%}
+  {{- '<turn|>\n' -}}
 {%- endif -%}
-{{- '<turn|>\n' -}}
-{%- endif -%}
-{%- for message in loop_messages -%}
-{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}
-{{- '<|turn>' + role + '\n' -}}
-{%- if role == 'model' -%}
-{%- set ns = namespace(text='') -%}
-{%- for part in message['content'].split('<channel|>') -%}
-{%- set ns.text = ns.text + part.split('<|channel>')[0] -%}
+{#- Tool messages are rendered inside the model turn whose calls they answer; an assistant message
+    after an assistant message (tool messages between them) continues its model turn. -#}
+{%- set st = namespace(prev_role=none, answered=false, awaiting=false) -%}
+{%- for message in turns -%}
+  {%- if message['role'] != 'tool' -%}
+    {%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}
+    {%- set calls = message.get('tool_calls') -%}
+    {%- if not (role == 'model' and st.prev_role == 'assistant') -%}
+      {{- '<|turn>' + role + '\n' -}}
+    {%- endif -%}
+    {%- set st.prev_role = message['role'] -%}
+    {#- Reasoning is shown only for tool-calling turns after the last user message. -#}
+    {%- set reasoning = message.get('reasoning') or message.get('reasoning_content') -%}
+    {%- if reasoning and calls and 'user' not in turns[loop.index0:] | map(attribute='role') | list -%}
+      {{- '<|channel>thought\n' + reasoning + '\n<channel|>' -}}
+    {%- endif -%}
+    {%- for call in calls or [] -%}
+      {%- set args = call['function']['arguments'] -%}
+      {{- '<|tool_call>call:' + call['function']['name'] + (gk_value(args, false) if args is mapping else '{' + (args if args is string else '') + '}') + '<tool_call|>' -}}
+    {%- endfor -%}
+    {#- The results: the message's own tool_responses, else the tool messages right after it, each
+        named by the call its tool_call_id names. -#}
+    {%- set st.answered = false -%}
+    {%- if message.get('tool_responses') -%}
+      {%- for result in message['tool_responses'] -%}
+        {{- gk_tool_result(result['name'] | default('unknown'), result['response']) -}}
+      {%- endfor -%}
+      {%- set st.answered = true -%}
+    {%- elif calls -%}
+      {%- for result in turns[loop.index0 + 1:] -%}
+        {%- if result['role'] != 'tool' -%}
+          {%- break -%}
+        {%- endif -%}
+        {%- set named = namespace(name=result.get('name')) -%}
+        {%- for call in calls if call.get('id') == result.get('tool_call_id') -%}
+          {%- set named.name = call['function']['name'] -%}
+        {%- endfor -%}
+        {%- set body = result.get('content') -%}
+        {{- gk_tool_result(named.name, gk_joined_text(body) if body is sequence and body is not string else body) -}}
+        {%- set st.answered = true -%}
+      {%- endfor -%}
+    {%- endif -%}
+    {{- gk_content(message['content'], role == 'model') -}}
+    {#- Calls without results wait for them; results without text leave the turn open. -#}
+    {%- if calls and not st.answered -%}
+      {{- '<|tool_response>' -}}
+    {%- elif not (st.answered and not message.get('content')) -%}
+      {{- '<turn|>\n' -}}
+    {%- endif -%}
+    {%- set st.awaiting = calls or message.get('tool_responses') -%}
+  {%- endif -%}
 {%- endfor -%}
-{{- ns.text | trim -}}
-{%- else -%}
-{{- message['content'] | trim -}}
-{%- endif -%}
-{{- '<turn|>\n' -}}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-{{- '<|turn>model\n' -}}
-{%- if not thinking -%}{{- '<|channel>thought\n<channel|>' -}}{%- endif -%}
+{#- No generation prompt while the last model turn waits for tool results. -#}
+{%- if add_generation_prompt and not st.awaiting -%}
+  {{- '<|turn>model\n' -}}
+  {%- if not thinking -%}
+    {{- '<|channel>thought\n<channel|>' -}}
+  {%- endif -%}
 {%- endif -%}
 )JINJA";
 

@@ -37,8 +37,9 @@ inline constexpr int32_t kGemma4VocabSize = 262144;
 Result<std::string> RenameToGemma4Tokens(const std::string& gemma3_tokenizer_json);
 
 // The matching tokenizer_config.json: renamed added_tokens_decoder entries, Gemma 4 names for
-// eos/boi/eoi/image tokens, add_bos_token false (the template emits <bos>) and a Gemma 4 chat
-// template (system/user/model turns and the generation prompt; no tool calls).
+// eos/boi/eoi/image tokens, add_bos_token false (the template emits <bos>) and gemmakit's Gemma 4
+// chat template, which renders what the official Gemma 4 31B template renders for text
+// conversations: system turn, thinking, tools, tool calls and results, the generation prompt.
 Result<std::string> RenameToGemma4TokenizerConfig(const std::string& gemma3_config_json);
 
 }  // namespace gk

@@ -202,8 +202,7 @@ void HttpServer::HandleTokenize(const httplib::Request& req, httplib::Response& 
   if (auto e = CheckModel(r.model, &target)) return SendError(res, *e);
   std::vector<int32_t> tokens;
   if (r.is_chat) {
-    if (auto e = ApplyChatTemplate(r.messages, *ctx_.tokenizer, *ctx_.config, r.add_generation_prompt,
-                                   r.enable_thinking, &tokens)) {
+    if (auto e = ApplyChatTemplate(r.chat, *ctx_.tokenizer, *ctx_.config, ctx_.chat_format, &tokens)) {
       return SendError(res, *e);
     }
   } else {

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <thread>
 
+#include "formats/chat_format.h"
+#include "formats/gemma4_tokens.h"
 #include "server/server_test_util.h"
 
 namespace gk::server {
@@ -25,9 +27,26 @@ using testing::Id;
 using testing::TestTokenizer;
 using json = nlohmann::json;
 
+// The Gemma 4 template `gemmakit init` writes (tools, tool calls, thinking).
+const ChatFormat& InitTemplate() {
+  static const ChatFormat* format = [] {
+    Result<std::string> config = RenameToGemma4TokenizerConfig(R"({"chat_template": "x", "bos_token": "<bos>"})");
+    EXPECT_TRUE(config.ok()) << config.message();
+    Result<ChatFormat> f = ChatFormat::FromSource(
+        {json::parse(config.ok() ? *config : "{}").value("chat_template", std::string()), "init template"});
+    EXPECT_TRUE(f.ok()) << f.message();
+    return new ChatFormat(f.ok() ? std::move(*f) : ChatFormat::Builtin(BuiltinChat::kGemma4));
+  }();
+  return *format;
+}
+
 struct Harness {
-  explicit Harness(FakeEngine::Options eo = {}, std::string api_key = "") : engine(eo), metrics("test-model") {
+  explicit Harness(FakeEngine::Options eo = {}, std::string api_key = "", bool parsers = false)
+      : engine(eo), metrics("test-model") {
     ServeContext ctx;
+    ctx.reasoning_parser = parsers;
+    ctx.tool_call_parser = parsers;
+    if (parsers) ctx.chat_format = &InitTemplate();  // the built-in renderer has no tools
     ctx.engine = &engine;
     ctx.tokenizer = &TestTokenizer();
     ctx.config = &engine.config();
@@ -263,6 +282,101 @@ TEST(HttpServerTest, ChatNonStreamingUsesTheTemplate) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(h.engine.submitted()[1].max_tokens, 256 - int(sub[0].prompt.size()));
+}
+
+// What a Gemma 4 model writes when it thinks, answers and calls a tool, then <eos>.
+FakeEngine::Options ThinkAnswerCall() {
+  FakeEngine::Options o;
+  auto text = [&](const std::string& s) {
+    for (unsigned char c : s) o.script.push_back(ByteId(c));
+  };
+  o.script.push_back(100);  // <|channel>
+  text("thought\nLet me think.");
+  o.script.push_back(101);  // <channel|>
+  text("Sure.");
+  o.script.push_back(48);  // <|tool_call>
+  text("call:get_weather{city:");
+  o.script.push_back(52);  // <|"|>
+  text("Paris");
+  o.script.push_back(52);
+  text(",days:3}");
+  o.script.push_back(49);  // <tool_call|>
+  o.script.push_back(1);   // <eos>
+  return o;
+}
+
+constexpr const char* kWeatherTools =
+    R"("tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}])";
+
+TEST(HttpServerTest, ChatReasoningAndToolCallsAreParsed) {
+  Harness h(ThinkAnswerCall(), "", /*parsers=*/true);
+  auto r = h.Post("/v1/chat/completions",
+                  std::string(R"({"messages": [{"role": "user", "content": "Weather?"}], )") + kWeatherTools + "}");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  const json& m = j["choices"][0]["message"];
+  EXPECT_EQ(m["reasoning_content"], "Let me think.");
+  EXPECT_EQ(m["content"], "Sure.");
+  ASSERT_EQ(m["tool_calls"].size(), 1u) << r->body;
+  EXPECT_EQ(m["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(m["tool_calls"][0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json::parse(R"({"city": "Paris", "days": 3})"));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+
+  // Without tools in the request the call is not parsed: it stays text, markers included.
+  r = h.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Weather?"}]})");
+  ASSERT_TRUE(r);
+  j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["message"]["reasoning_content"], "Let me think.");
+  EXPECT_EQ(j["choices"][0]["message"]["content"],
+            "Sure.<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3}<tool_call|>");
+  EXPECT_EQ(j["choices"][0]["message"]["tool_calls"], json::array());
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+
+  // tool_choice "none" parses no call; include_reasoning false drops the reasoning.
+  r = h.Post("/v1/chat/completions", std::string(R"({"messages": [{"role": "user", "content": "Weather?"}],
+      "tool_choice": "none", "include_reasoning": false, )") + kWeatherTools + "}");
+  ASSERT_TRUE(r);
+  j = json::parse(r->body);
+  EXPECT_TRUE(j["choices"][0]["message"]["reasoning_content"].is_null());
+  EXPECT_EQ(j["choices"][0]["message"]["tool_calls"], json::array());
+}
+
+TEST(HttpServerTest, StreamedReasoningAndToolCallDeltas) {
+  Harness h(ThinkAnswerCall(), "", /*parsers=*/true);
+  StreamResult s = Stream(h.port, "/v1/chat/completions",
+                          std::string(R"({"stream": true, "messages": [{"role": "user", "content": "Weather?"}], )") +
+                              kWeatherTools + "}");
+  ASSERT_EQ(s.status, 200);
+  ASSERT_GE(s.events.size(), 3u);
+  EXPECT_EQ(s.events.back(), "[DONE]");
+  std::string reasoning, content;
+  std::vector<json> calls;
+  json finish;
+  for (size_t i = 0; i + 1 < s.events.size(); ++i) {
+    const json c = json::parse(s.events[i]);
+    const json& d = c["choices"][0]["delta"];
+    EXPECT_EQ(d.contains("role"), i == 0) << s.events[i];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+    if (d.contains("tool_calls")) {
+      EXPECT_TRUE(reasoning.size() > 0 && content == "Sure.") << "a call streams after what precedes it";
+      for (const json& t : d["tool_calls"]) calls.push_back(t);
+    }
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(reasoning, "Let me think.");
+  EXPECT_EQ(content, "Sure.");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()),
+            json::parse(R"({"city": "Paris", "days": 3})"));
+  EXPECT_EQ(finish, "tool_calls");
 }
 
 TEST(HttpServerTest, StopStringEndsTheRequestAndAbortsIt) {

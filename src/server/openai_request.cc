@@ -11,7 +11,7 @@
 namespace gk::server {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // messages and tool schemas keep the client's key order
 using Err = std::optional<ApiError>;
 
 std::string TypeName(const json& v) {
@@ -86,25 +86,30 @@ Err ReadTokenList(const json& v, const std::string& name, std::vector<int32_t>* 
 
 Err ParseBody(std::string_view body, json* out) {
   if (!IsValidUtf8(body)) return ApiError::BadRequest("The request body is not valid UTF-8.");
-  auto parsed = ParseJson(body, "");  // "not valid JSON: ..."
+  auto parsed = ParseOrderedJson(body, "");  // "not valid JSON: ..."
   if (!parsed.ok()) return ApiError::BadRequest(StrCat("The request body is ", parsed.message()));
   *out = std::move(parsed).value();
   if (!out->is_object()) return ApiError::BadRequest(StrCat("The request body must be a JSON object, got ", TypeName(*out)));
   return std::nullopt;
 }
 
-// "content": a string, null, or a list of {"type": "text", "text": "..."} parts.
-Err ReadContent(const json& v, const std::string& name, std::string* out) {
-  out->clear();
-  if (v.is_null()) return std::nullopt;
-  if (v.is_string()) {
-    *out = v.get<std::string>();
+ApiError Unsupported(const std::string& name, const std::string& what = "") {
+  return ApiError::BadRequest(
+      StrCat("'", name, "' ", what.empty() ? "is not supported by gemmakit serve" : what), name);
+}
+
+// "content": a string, null, or a list of {"type": "text", "text": "..."} parts (bare strings in
+// the list become text parts, as vLLM reads them). Kept as a list: the template joins the parts.
+Err ReadContent(const json& v, const std::string& name, json* out) {
+  if (v.is_null() || v.is_string()) {
+    *out = v;
     return std::nullopt;
   }
   if (!v.is_array()) return WrongType(name, "a string or a list of content parts", v);
+  *out = json::array();
   for (const json& part : v) {
-    if (part.is_string()) {  // vLLM accepts bare strings in the list too
-      *out += part.get<std::string>();
+    if (part.is_string()) {
+      out->push_back({{"type", "text"}, {"text", part}});
       continue;
     }
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
@@ -117,31 +122,135 @@ Err ReadContent(const json& v, const std::string& name, std::string* out) {
     if (!part.contains("text") || !part["text"].is_string()) {
       return ApiError::BadRequest(StrCat("'", name, "' text parts need a string 'text'"), name);
     }
-    *out += part["text"].get<std::string>();
+    out->push_back({{"type", "text"}, {"text", part["text"]}});
   }
   return std::nullopt;
 }
 
-Err ReadMessages(const json& v, std::vector<ChatMessage>* out) {
+// An assistant message's tool_calls: [{id?, type?: "function", function: {name, arguments}}].
+// Arguments given as a JSON string become an object for the template, as vLLM passes them (the
+// Gemma 4 template prints an object in its own syntax and a string verbatim).
+Err ReadToolCalls(const json& v, const std::string& name, json* out) {
+  if (!v.is_array()) return WrongType(name, "a list of tool calls", v);
+  *out = json::array();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string where = StrCat(name, "[", i, "]");
+    json call = v[i];
+    if (!call.is_object()) return WrongType(where, "an object", call);
+    if (call.contains("type") && call["type"] != "function") {
+      return ApiError::BadRequest(StrCat("'", where, ".type' must be \"function\""), name);
+    }
+    if (call.contains("id") && !call["id"].is_string()) return WrongType(where + ".id", "a string", call["id"]);
+    if (!call.contains("function") || !call["function"].is_object()) {
+      return ApiError::BadRequest(StrCat("'", where, ".function' must be an object"), name);
+    }
+    json& fn = call["function"];
+    if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty()) {
+      return ApiError::BadRequest(StrCat("'", where, ".function.name' must be a non-empty string"), name);
+    }
+    if (!fn.contains("arguments")) fn["arguments"] = json::object();
+    json& args = fn["arguments"];
+    if (args.is_string()) {
+      auto parsed = ParseOrderedJson(args.get<std::string>(), "");
+      if (parsed.ok() && parsed->is_object()) args = std::move(parsed).value();
+    } else if (!args.is_object()) {
+      return WrongType(where + ".function.arguments", "a JSON object or a string", args);
+    }
+    out->push_back(std::move(call));
+  }
+  return std::nullopt;
+}
+
+// Messages as the template sees them: checked, content parts normalised, tool-call arguments
+// decoded; other keys (name, tool_call_id, reasoning_content, ...) passed through.
+Err ReadMessages(const json& v, json* out) {
   if (!v.is_array()) return WrongType("messages", "a list of messages", v);
   if (v.empty()) return ApiError::BadRequest("'messages' must not be empty", "messages");
-  out->clear();
+  *out = json::array();
   for (size_t i = 0; i < v.size(); ++i) {
     const json& m = v[i];
     const std::string where = StrCat("messages[", i, "]");
     if (!m.is_object()) return WrongType(where, "an object", m);
-    ChatMessage msg;
     if (!m.contains("role")) return ApiError::BadRequest(StrCat("'", where, ".role' is required"), "messages");
-    if (auto e = ReadString(m["role"], where + ".role", &msg.role)) return e;
-    if (m.contains("content")) {
-      if (auto e = ReadContent(m["content"], where + ".content", &msg.content)) return e;
+    std::string role;
+    if (auto e = ReadString(m["role"], where + ".role", &role)) return e;
+    json msg = json::object();
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "content") {
+        json content;
+        if (auto e = ReadContent(it.value(), where + ".content", &content)) return e;
+        msg[k] = std::move(content);
+      } else if (k == "tool_calls") {
+        if (it.value().is_null() || (it.value().is_array() && it.value().empty())) continue;
+        if (role != "assistant") {
+          return ApiError::BadRequest(StrCat("'", where, ".tool_calls' is only allowed on assistant messages"), "messages");
+        }
+        json calls;
+        if (auto e = ReadToolCalls(it.value(), where + ".tool_calls", &calls)) return e;
+        msg[k] = std::move(calls);
+      } else if (k == "tool_call_id" || k == "name" || k == "reasoning_content" || k == "reasoning") {
+        if (it.value().is_null()) continue;
+        std::string text;
+        if (auto e = ReadString(it.value(), StrCat(where, ".", k), &text)) return e;
+        msg[k] = std::move(text);
+      } else {
+        msg[k] = it.value();
+      }
     }
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !(m["tool_calls"].is_array() && m["tool_calls"].empty())) {
-      return ApiError::BadRequest("Tool calls are not supported.", "messages");
-    }
+    if (!msg.contains("content")) msg["content"] = nullptr;
     out->push_back(std::move(msg));
   }
   return std::nullopt;
+}
+
+// tools: [{type: "function", function: {name, description?, parameters?}}], passed to the template.
+Err ReadTools(const json& v, json* out) {
+  if (v.is_null()) {
+    *out = nullptr;
+    return std::nullopt;
+  }
+  if (!v.is_array()) return WrongType("tools", "a list of tools", v);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string where = StrCat("tools[", i, "]");
+    const json& t = v[i];
+    if (!t.is_object()) return WrongType(where, "an object", t);
+    if (!t.contains("type") || t["type"] != "function") {
+      return ApiError::BadRequest(StrCat("'", where, ".type' must be \"function\""), "tools");
+    }
+    if (!t.contains("function") || !t["function"].is_object()) {
+      return ApiError::BadRequest(StrCat("'", where, ".function' must be an object"), "tools");
+    }
+    const json& fn = t["function"];
+    if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty()) {
+      return ApiError::BadRequest(StrCat("'", where, ".function.name' must be a non-empty string"), "tools");
+    }
+    if (fn.contains("parameters") && !fn["parameters"].is_null() && !fn["parameters"].is_object()) {
+      return WrongType(where + ".function.parameters", "a JSON schema object", fn["parameters"]);
+    }
+  }
+  *out = v.empty() ? json(nullptr) : v;
+  return std::nullopt;
+}
+
+// tool_choice: "none" and "auto" (the model decides; its calls are parsed). "required" and a
+// named function need decoding constrained to a call (vLLM's structured outputs), which the
+// engine does not have: refused rather than silently "auto".
+Err ReadToolChoice(const json& v, std::string* out) {
+  if (v.is_null()) return std::nullopt;
+  if (v.is_string() && (v == "none" || v == "auto")) {
+    *out = v.get<std::string>();
+    return std::nullopt;
+  }
+  if (v.is_string() && v == "required") {
+    return Unsupported("tool_choice", "\"required\" is not supported by gemmakit serve (it needs constrained "
+                                      "decoding); use \"auto\"");
+  }
+  if (v.is_object()) {
+    return Unsupported("tool_choice", "naming a function is not supported by gemmakit serve (it needs constrained "
+                                      "decoding); use \"auto\"");
+  }
+  return WrongType("tool_choice", "\"none\", \"auto\", \"required\" or a function", v);
 }
 
 Err ReadStop(const json& v, std::vector<std::string>* out) {
@@ -192,17 +301,13 @@ Err ReadPrompt(const json& v, std::vector<PromptInput>* out) {
   return std::nullopt;
 }
 
-ApiError Unsupported(const std::string& name, const std::string& what = "") {
-  return ApiError::BadRequest(
-      StrCat("'", name, "' ", what.empty() ? "is not supported by gemmakit serve" : what), name);
-}
 
 // Fields accepted and ignored (no effect on the output here).
 bool IsIgnoredKnownField(const std::string& k) {
   static const char* const kFields[] = {"user", "request_id", "spaces_between_special_tokens", "length_penalty",
                                         "return_tokens_as_token_ids", "parallel_tool_calls", "mm_processor_kwargs",
                                         "documents", "metadata", "store", "service_tier", "return_token_ids",
-                                        "include_reasoning", "reasoning_effort", "kv_transfer_params", "vllm_xargs",
+                                        "reasoning_effort", "kv_transfer_params", "vllm_xargs",
                                         "stream_options"};
   for (const char* f : kFields) {
     if (k == f) return true;
@@ -231,7 +336,7 @@ Err RequireNeutral(const json& v, const std::string& name) {
     if (b != 1) return Unsupported(name, "is not supported (as in vLLM V1); use n with logprobs instead");
     return std::nullopt;
   }
-  if (name == "logit_bias" || name == "allowed_token_ids" || name == "bad_words" || name == "tools" ||
+  if (name == "logit_bias" || name == "allowed_token_ids" || name == "bad_words" ||
       name == "functions" || name == "guided_json" || name == "guided_regex" || name == "guided_choice" ||
       name == "guided_grammar" || name == "structured_outputs" || name == "prompt_logprobs" ||
       name == "chat_template" || name == "guided_decoding_backend" || name == "logits_processors") {
@@ -254,10 +359,6 @@ Err RequireNeutral(const json& v, const std::string& name) {
     if (p != 0) return Unsupported(name, "requires priority scheduling, which is not enabled");
     return std::nullopt;
   }
-  if (name == "tool_choice") {
-    if (v.is_string() && (v.get<std::string>() == "none" || v.get<std::string>() == "auto")) return std::nullopt;
-    return Unsupported(name);
-  }
   if (name == "response_format") {
     if (v.is_object() && v.contains("type") && v["type"] == "text") return std::nullopt;
     return Unsupported(name, "other than {\"type\": \"text\"} is not supported by gemmakit serve");
@@ -268,9 +369,9 @@ Err RequireNeutral(const json& v, const std::string& name) {
 bool IsNeutralField(const std::string& k) {
   static const char* const kFields[] = {
       "presence_penalty", "frequency_penalty", "min_p", "repetition_penalty", "best_of", "logit_bias",
-      "allowed_token_ids", "bad_words", "tools", "functions", "guided_json", "guided_regex", "guided_choice",
+      "allowed_token_ids", "bad_words", "functions", "guided_json", "guided_regex", "guided_choice",
       "guided_grammar", "structured_outputs", "prompt_logprobs", "chat_template", "guided_decoding_backend",
-      "logits_processors", "suffix", "use_beam_search", "continue_final_message", "priority", "tool_choice",
+      "logits_processors", "suffix", "use_beam_search", "continue_final_message", "priority",
       "response_format"};
   for (const char* f : kFields) {
     if (k == f) return true;
@@ -278,12 +379,14 @@ bool IsNeutralField(const std::string& k) {
   return false;
 }
 
-Err ReadChatTemplateKwargs(const json& v, bool* enable_thinking) {
+// chat_template_kwargs: passed to the template (enable_thinking and whatever else it reads).
+Err ReadChatTemplateKwargs(const json& v, json* out) {
   if (v.is_null()) return std::nullopt;
   if (!v.is_object()) return WrongType("chat_template_kwargs", "an object", v);
-  if (v.contains("enable_thinking") && !v["enable_thinking"].is_null()) {
-    return ReadBool(v["enable_thinking"], "chat_template_kwargs.enable_thinking", enable_thinking);
+  if (v.contains("enable_thinking") && !v["enable_thinking"].is_null() && !v["enable_thinking"].is_boolean()) {
+    return WrongType("chat_template_kwargs.enable_thinking", "a boolean", v["enable_thinking"]);
   }
+  *out = v;
   return std::nullopt;
 }
 
@@ -349,6 +452,7 @@ std::optional<ApiError> ParseOpenAIRequestUnguarded(std::string_view body, ApiKi
   bool chat_logprobs = false;
   std::optional<int64_t> top_logprobs, max_tokens, max_completion_tokens;
   const json* stream_options = nullptr;
+  std::string tool_choice;  // "" = OpenAI's default: "auto" when tools are given
 
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -361,8 +465,14 @@ std::optional<ApiError> ParseOpenAIRequestUnguarded(std::string_view body, ApiKi
       e = ReadPrompt(v, &r.prompts);
       have_prompt = true;
     } else if (k == "messages" && chat) {
-      e = ReadMessages(v, &r.messages);
+      e = ReadMessages(v, &r.chat.messages);
       have_messages = true;
+    } else if (k == "tools" && chat) {
+      e = ReadTools(v, &r.chat.tools);
+    } else if (k == "tool_choice" && chat) {
+      e = ReadToolChoice(v, &tool_choice);
+    } else if (k == "include_reasoning" && chat) {
+      if (!v.is_null()) e = ReadBool(v, k, &r.include_reasoning);
     } else if (k == "max_tokens" || (chat && k == "max_completion_tokens")) {
       if (v.is_null()) continue;
       e = ReadInt(v, k, &x);
@@ -451,9 +561,9 @@ std::optional<ApiError> ParseOpenAIRequestUnguarded(std::string_view body, ApiKi
     } else if (k == "skip_special_tokens") {
       if (!v.is_null()) e = ReadBool(v, k, &r.skip_special_tokens);
     } else if (k == "add_generation_prompt" && chat) {
-      if (!v.is_null()) e = ReadBool(v, k, &r.add_generation_prompt);
+      if (!v.is_null()) e = ReadBool(v, k, &r.chat.add_generation_prompt);
     } else if (k == "chat_template_kwargs" && chat) {
-      e = ReadChatTemplateKwargs(v, &r.enable_thinking);
+      e = ReadChatTemplateKwargs(v, &r.chat.kwargs);
     } else if (k == "truncate_prompt_tokens") {
       if (v.is_null()) continue;
       e = ReadInt(v, k, &x);
@@ -475,6 +585,7 @@ std::optional<ApiError> ParseOpenAIRequestUnguarded(std::string_view body, ApiKi
 
   if (chat) {
     if (!have_messages) return ApiError::BadRequest("'messages' is required", "messages");
+    r.parse_tool_calls = !r.chat.tools.is_null() && tool_choice != "none";
     r.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
     if (top_logprobs && !chat_logprobs && *top_logprobs > 0) {
       return ApiError::BadRequest("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
@@ -525,15 +636,17 @@ std::optional<ApiError> ParseTokenizeRequestUnguarded(std::string_view body, Tok
       e = ReadString(v, k, &r.prompt);
       have_prompt = true;
     } else if (k == "messages") {
-      e = ReadMessages(v, &r.messages);
+      e = ReadMessages(v, &r.chat.messages);
       r.is_chat = true;
+    } else if (k == "tools") {
+      e = ReadTools(v, &r.chat.tools);
     } else if (k == "add_special_tokens") {
       if (!v.is_null()) e = ReadBool(v, k, &r.add_special_tokens);
       have_add_special = true;
     } else if (k == "add_generation_prompt") {
-      if (!v.is_null()) e = ReadBool(v, k, &r.add_generation_prompt);
+      if (!v.is_null()) e = ReadBool(v, k, &r.chat.add_generation_prompt);
     } else if (k == "chat_template_kwargs") {
-      e = ReadChatTemplateKwargs(v, &r.enable_thinking);
+      e = ReadChatTemplateKwargs(v, &r.chat.kwargs);
     }  // other fields (return_token_strs, ...) are ignored
     if (e) return e;
   }

@@ -5,8 +5,9 @@
 // Everything that can be checked without the tokenizer and the model is checked here: malformed
 // JSON, invalid UTF-8, wrong types of known fields, out-of-range values. Unknown fields are
 // ignored (reported in `ignored_fields` so the server can log a warning, as vLLM does); known
-// fields whose non-default values we cannot honour (penalties, logit_bias, tools, ...) are a 400
-// rather than silently wrong output. Checks that need the prompt length (max_model_len) are in
+// fields whose non-default values we cannot honour (penalties, logit_bias, tool_choice
+// "required", ...) are a 400 rather than silently wrong output. Chat messages and tools keep
+// their key order (the template prints a schema's properties in the client's order). Checks that need the prompt length (max_model_len) are in
 // CheckContextLength, run after tokenization.
 #pragma once
 
@@ -16,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "formats/chat_template.h"
+#include "formats/chat_renderer.h"
 #include "server/api_error.h"
 
 namespace gk::server {
@@ -39,9 +40,9 @@ struct OpenAIRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::string model;                    // "" when absent (the first served name)
   std::vector<PromptInput> prompts;     // completions: one or more prompts
-  std::vector<ChatMessage> messages;    // chat
-  bool add_generation_prompt = true;    // chat
-  bool enable_thinking = false;         // chat_template_kwargs.enable_thinking
+  ChatRenderInput chat;                 // chat: messages, tools, add_generation_prompt, chat_template_kwargs
+  bool parse_tool_calls = false;        // chat: tools given and tool_choice "auto" (the default with tools)
+  bool include_reasoning = true;        // chat: report the reasoning (vLLM's include_reasoning)
   std::optional<int64_t> max_tokens;    // max_tokens (or max_completion_tokens for chat); unset: default
   double temperature = 1.0;             // OpenAI's default; 0 = greedy
   double top_p = 1.0;
@@ -69,15 +70,13 @@ struct OpenAIRequest {
 std::optional<ApiError> ParseOpenAIRequest(std::string_view body, ApiKind kind, OpenAIRequest* out);
 
 // POST /tokenize: {model?, prompt, add_special_tokens=true} or
-// {model?, messages, add_special_tokens=false, add_generation_prompt=true}.
+// {model?, messages, tools?, add_special_tokens=false, add_generation_prompt=true, chat_template_kwargs?}.
 struct TokenizeRequest {
   std::string model;
   bool is_chat = false;
   std::string prompt;
-  std::vector<ChatMessage> messages;
+  ChatRenderInput chat;  // messages, tools, add_generation_prompt, chat_template_kwargs
   bool add_special_tokens = true;
-  bool add_generation_prompt = true;
-  bool enable_thinking = false;
 };
 std::optional<ApiError> ParseTokenizeRequest(std::string_view body, TokenizeRequest* out);
 

@@ -83,7 +83,38 @@ TEST(OpenAIRequestTest, PromptForms) {
 
 TEST(OpenAIRequestTest, UnknownFieldsAreIgnoredAndReported) {
   const OpenAIRequest r = ParseOk(R"({"prompt": "a", "foo": 1, "bar": {"x": []}})");
-  EXPECT_EQ(r.ignored_fields, (std::vector<std::string>{"bar", "foo"}));
+  EXPECT_EQ(r.ignored_fields, (std::vector<std::string>{"foo", "bar"}));  // in the body's order
+}
+
+// Tools and a tool-call round trip reach the template as the client wrote them (key order kept),
+// with JSON-string arguments decoded into an object, as vLLM passes them.
+TEST(OpenAIRequestTest, ToolsAndToolCalls) {
+  const OpenAIRequest r = ParseOk(R"({"messages": [{"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "reasoning_content": "Use the tool.", "tool_calls": [{"id": "call_1",
+       "type": "function", "function": {"name": "get_weather", "arguments": "{\"zeta\": 1, \"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+       "properties": {"zeta": {"type": "integer"}, "city": {"type": "string"}}}}}]})",
+                                  ApiKind::kChat);
+  ASSERT_EQ(r.chat.messages.size(), 3u);
+  EXPECT_EQ(r.chat.messages[1]["tool_calls"][0]["function"]["arguments"].dump(), R"({"zeta":1,"city":"Paris"})");
+  EXPECT_EQ(r.chat.messages[1]["reasoning_content"], "Use the tool.");
+  EXPECT_EQ(r.chat.messages[2]["tool_call_id"], "call_1");
+  EXPECT_EQ(r.chat.tools[0]["function"]["parameters"]["properties"].dump(),
+            R"({"zeta":{"type":"integer"},"city":{"type":"string"}})");
+  EXPECT_TRUE(r.parse_tool_calls);  // tool_choice defaults to "auto" with tools
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  EXPECT_FALSE(ParseOk(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none", )" + tools + "}",
+                       ApiKind::kChat)
+                   .parse_tool_calls);
+  EXPECT_FALSE(ParseOk(R"({"messages": [{"role": "user", "content": "x"}], "include_reasoning": false})",
+                       ApiKind::kChat)
+                   .include_reasoning);
+  // Arguments that are not a JSON object stay a string (the template prints them verbatim).
+  const OpenAIRequest s = ParseOk(R"({"messages": [{"role": "assistant", "tool_calls": [{"function":
+      {"name": "f", "arguments": "not json"}}]}]})",
+                                  ApiKind::kChat);
+  EXPECT_EQ(s.chat.messages[0]["tool_calls"][0]["function"]["arguments"], "not json");
 }
 
 TEST(OpenAIRequestTest, ChatFields) {
@@ -93,13 +124,17 @@ TEST(OpenAIRequestTest, ChatFields) {
       "logprobs": true, "top_logprobs": 3, "chat_template_kwargs": {"enable_thinking": true},
       "add_generation_prompt": false})",
                                   ApiKind::kChat);
-  ASSERT_EQ(r.messages.size(), 3u);
-  EXPECT_EQ(r.messages[1].content, "Hi there");
-  EXPECT_EQ(r.messages[2].content, "");
+  ASSERT_EQ(r.chat.messages.size(), 3u);
+  EXPECT_EQ(r.chat.messages[1]["content"].dump(),
+            R"([{"type":"text","text":"Hi "},{"type":"text","text":"there"}])");  // the template joins parts
+  EXPECT_TRUE(r.chat.messages[2]["content"].is_null());
   EXPECT_EQ(r.max_tokens.value(), 5);  // max_completion_tokens wins
   EXPECT_EQ(r.logprobs, 3);
-  EXPECT_TRUE(r.enable_thinking);
-  EXPECT_FALSE(r.add_generation_prompt);
+  EXPECT_EQ(r.chat.kwargs.dump(), R"({"enable_thinking":true})");
+  EXPECT_FALSE(r.chat.add_generation_prompt);
+  EXPECT_TRUE(r.chat.tools.is_null());
+  EXPECT_FALSE(r.parse_tool_calls);
+  EXPECT_TRUE(r.include_reasoning);
   EXPECT_FALSE(r.add_special_tokens);  // the template adds <bos>
   EXPECT_EQ(ParseOk(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", ApiKind::kChat).logprobs,
             0);
@@ -176,8 +211,20 @@ TEST(OpenAIRequestTest, EveryBadInputIsA400WithAClearMessage) {
        "`logprobs` must be set to true", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})", H,
        "max_completion_tokens must be at least 1", "max_completion_tokens"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", H, "not supported",
-       "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", H,
+       "'tools[0].function' must be an object", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {}}]})", H,
+       "'tools[0].function.name' must be a non-empty string", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", H,
+       "\"required\" is not supported", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function"}})", H,
+       "naming a function is not supported", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x", "tool_calls": [{"function": {"name": "f"}}]}]})", H,
+       "only allowed on assistant messages", "messages"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 3}}]}]})", H,
+       "arguments' must be a JSON object or a string", "messages[0].tool_calls[0].function.arguments"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": 1}})", H,
+       "enable_thinking' must be a boolean", "chat_template_kwargs.enable_thinking"},
   };
   for (const BadCase& c : cases) {
     const ApiError e = ParseErr(c.body, c.kind);

@@ -31,9 +31,26 @@ json CompletionChoice(const ChoiceOut& c) {
           {"stop_reason", c.stop_reason}};
 }
 
+// [{id, type: "function", function: {name, arguments}}]; chunks add each call's "index".
+json ToolCalls(const std::vector<Gemma4ToolCall>& calls, int first_index, bool with_index) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = json::object();
+    if (with_index) call["index"] = first_index + int(i);
+    call["id"] = calls[i].id;
+    call["type"] = "function";
+    call["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 json ChatChoice(const ChoiceOut& c) {
+  const json content = c.text.empty() && !c.tool_calls.empty() ? json(nullptr) : json(c.text);
+  const json reasoning = c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
   return {{"index", c.index},
-          {"message", {{"role", "assistant"}, {"content", c.text}, {"tool_calls", json::array()}}},
+          {"message", {{"role", "assistant"}, {"content", content}, {"reasoning_content", reasoning},
+                       {"tool_calls", ToolCalls(c.tool_calls, 0, false)}}},
           {"logprobs", c.logprobs},
           {"finish_reason", FinishReason(c)},
           {"stop_reason", c.stop_reason}};
@@ -126,7 +143,9 @@ json ChatChunk(const std::string& id, int64_t created, const std::string& model,
   json j = Base(id, "chat.completion.chunk", created, model);
   json delta = json::object();
   if (c.role) delta["role"] = "assistant";
-  if (!c.text.empty() || c.role) delta["content"] = c.text;
+  if (!c.reasoning.empty()) delta["reasoning_content"] = c.reasoning;
+  if (!c.text.empty() || (c.role && c.reasoning.empty() && c.tool_calls.empty())) delta["content"] = c.text;
+  if (!c.tool_calls.empty()) delta["tool_calls"] = ToolCalls(c.tool_calls, c.tool_call_index, true);
   json choice = {{"index", c.index}, {"delta", std::move(delta)}, {"logprobs", c.logprobs},
                  {"finish_reason", FinishReason(c)}};
   if (!c.finish_reason.empty()) choice["stop_reason"] = c.stop_reason;

@@ -1,7 +1,9 @@
 // JSON bodies of the OpenAI-compatible responses and their SSE chunks (vLLM's shapes,
 // ../shared/spec/serving.md §2.9):
 //   completion        {id: "cmpl-…", object: "text_completion", created, model, choices, usage}
-//   chat completion   {id: "chatcmpl-…", object: "chat.completion", created, model, choices, usage}
+//   chat completion   {id: "chatcmpl-…", object: "chat.completion", created, model, choices, usage};
+//                     message {role, content, reasoning_content, tool_calls: [{id, type, function:
+//                     {name, arguments}}]}, content null when the model only called tools
 //   chunks            object "text_completion" / "chat.completion.chunk"; "usage": null on every
 //                     chunk when include_usage, then one chunk with choices [] and the usage
 //   SSE               "data: <json>\n\n" per event, "data: [DONE]\n\n" at the end
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "formats/gemma4_output.h"
 
 namespace gk::server {
 
@@ -44,9 +48,13 @@ struct ChoiceOut {
   int index = 0;
   std::string text;
   json logprobs;                  // null when not requested
-  std::string finish_reason;      // "", "stop", "length", "abort"
+  std::string finish_reason;      // "", "stop", "length", "abort", "tool_calls"
   json stop_reason;               // null, the stop string, or the stop token id
   bool role = false;              // chat chunks: carry role "assistant" in the delta
+  bool parsed = false;            // chat: the output went through the Gemma 4 parser
+  std::string reasoning;          // chat: reasoning_content ("" -> null / absent from a delta)
+  std::vector<Gemma4ToolCall> tool_calls;
+  int tool_call_index = 0;        // chunks: the index of tool_calls[0] within the choice
 };
 
 // "cmpl-" / "chatcmpl-" followed by 32 random hex digits.

@@ -16,29 +16,26 @@ std::optional<ApiError> CheckIds(const std::vector<int32_t>& ids, int vocab, con
 
 }  // namespace
 
-std::optional<ApiError> ApplyChatTemplate(const std::vector<ChatMessage>& messages, const Tokenizer& tokenizer,
-                                          const ModelConfig& config, bool add_generation_prompt,
-                                          bool enable_thinking, std::vector<int32_t>* out) {
-  ChatTemplateOptions o;
-  o.add_generation_prompt = add_generation_prompt;
-  o.enable_thinking = enable_thinking;
-  auto r = config.arch == Arch::kGemma3 ? ApplyGemma3ChatTemplate(tokenizer, messages, o)
-                                        : ApplyGemma4ChatTemplate(tokenizer, messages, o);
+std::optional<ApiError> ApplyChatTemplate(const ChatRenderInput& input, const Tokenizer& tokenizer,
+                                          const ModelConfig& config, const ChatFormat* chat,
+                                          std::vector<int32_t>* out) {
+  static const ChatFormat kGemma4 = ChatFormat::Builtin(BuiltinChat::kGemma4);
+  static const ChatFormat kGemma3 = ChatFormat::Builtin(BuiltinChat::kGemma3);
+  const ChatFormat& format = chat ? *chat : config.arch == Arch::kGemma3 ? kGemma3 : kGemma4;
+  auto r = format.Apply(tokenizer, input);
   if (!r.ok()) return ApiError::BadRequest(r.message(), "messages");
   *out = std::move(*r);
   return std::nullopt;
 }
 
 std::optional<ApiError> BuildPrompts(const OpenAIRequest& request, const Tokenizer& tokenizer,
-                                     const ModelConfig& config, std::vector<PreparedPrompt>* out) {
+                                     const ModelConfig& config, const ChatFormat* chat,
+                                     std::vector<PreparedPrompt>* out) {
   out->clear();
   if (auto e = CheckIds(request.stop_token_ids, config.vocab_size, "stop_token_ids")) return e;
   if (request.kind == ApiKind::kChat) {
     PreparedPrompt p;
-    if (auto e = ApplyChatTemplate(request.messages, tokenizer, config, request.add_generation_prompt,
-                                   request.enable_thinking, &p.tokens)) {
-      return e;
-    }
+    if (auto e = ApplyChatTemplate(request.chat, tokenizer, config, chat, &p.tokens)) return e;
     out->push_back(std::move(p));
   } else {
     for (const PromptInput& in : request.prompts) {

@@ -1,6 +1,6 @@
 // Request prompts to token ids: completion prompts (text gets <bos> when add_special_tokens,
-// token lists are used as given) and chat messages through the model's chat template
-// (Gemma 4's; Gemma 3's for Gemma 3 checkpoints, as `gemmakit generate --chat` chooses).
+// token lists are used as given) and chat messages through the server's ChatFormat (the
+// checkpoint's template, --chat-template, else the built-in one: formats/chat_format.h).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/chat_template.h"
+#include "formats/chat_format.h"
 #include "formats/tokenizer.h"
 #include "model/config.h"
 #include "server/api_error.h"
@@ -23,12 +23,14 @@ struct PreparedPrompt {
 
 // One PreparedPrompt per completion prompt, or one for the chat messages. Checks token ids
 // against the model's vocabulary (prompt and stop_token_ids).
+// `chat` null: the built-in template of config.arch.
 std::optional<ApiError> BuildPrompts(const OpenAIRequest& request, const Tokenizer& tokenizer,
-                                     const ModelConfig& config, std::vector<PreparedPrompt>* out);
+                                     const ModelConfig& config, const ChatFormat* chat,
+                                     std::vector<PreparedPrompt>* out);
 
-// The chat template of the model's architecture.
-std::optional<ApiError> ApplyChatTemplate(const std::vector<ChatMessage>& messages, const Tokenizer& tokenizer,
-                                          const ModelConfig& config, bool add_generation_prompt,
-                                          bool enable_thinking, std::vector<int32_t>* out);
+// A conversation's ids; a template error (raise_exception, bad kwargs) is a 400 on "messages".
+std::optional<ApiError> ApplyChatTemplate(const ChatRenderInput& input, const Tokenizer& tokenizer,
+                                          const ModelConfig& config, const ChatFormat* chat,
+                                          std::vector<int32_t>* out);
 
 }  // namespace gk::server

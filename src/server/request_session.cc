@@ -29,7 +29,7 @@ RequestSession::RequestSession(const ServeContext& ctx, OpenAIRequest request, s
 RequestSession::~RequestSession() { AbortUnfinished(/*count=*/true); }
 
 std::optional<ApiError> RequestSession::Start() {
-  if (auto e = BuildPrompts(request_, *ctx_.tokenizer, *ctx_.config, &prompts_)) return e;
+  if (auto e = BuildPrompts(request_, *ctx_.tokenizer, *ctx_.config, ctx_.chat_format, &prompts_)) return e;
   std::vector<int64_t> max_tokens(prompts_.size());
   for (size_t p = 0; p < prompts_.size(); ++p) {
     if (auto e = CheckContextLength(request_, int64_t(prompts_[p].tokens.size()), ctx_.max_model_len,
@@ -50,8 +50,17 @@ std::optional<ApiError> RequestSession::Start() {
       Choice& c = choices_[p * size_t(n) + size_t(j)];
       c.index = int(p) * n + j;
       c.prompt = int(p);
-      c.text = std::make_unique<TextStream>(*ctx_.tokenizer, request_.skip_special_tokens, request_.stop,
+      const bool parse = request_.kind == ApiKind::kChat &&
+                         (ctx_.reasoning_parser || (ctx_.tool_call_parser && request_.parse_tool_calls));
+      // The parser needs the markers (special tokens) in the decoded text; it removes them.
+      c.text = std::make_unique<TextStream>(*ctx_.tokenizer, request_.skip_special_tokens && !parse, request_.stop,
                                             request_.include_stop_str_in_output);
+      if (parse) {
+        Gemma4OutputOptions po;
+        po.reasoning = ctx_.reasoning_parser;
+        po.tool_calls = ctx_.tool_call_parser && request_.parse_tool_calls;
+        c.parser = std::make_unique<Gemma4OutputStream>(po);
+      }
     }
   }
   // All choices go to the engine at once: it schedules them in the same step
@@ -127,6 +136,23 @@ void RequestSession::Finish(Choice& c, const std::string& reason, Clock::time_po
   }
 }
 
+void RequestSession::Route(Choice& c, const std::string& text, bool final, Delta* d) const {
+  if (!c.parser) {
+    d->text += text;
+    return;
+  }
+  Gemma4Output o = c.parser->Add(text);
+  if (final) {
+    Gemma4Output rest = c.parser->Finish();
+    o.reasoning += rest.reasoning;
+    o.content += rest.content;
+    for (Gemma4ToolCall& t : rest.tool_calls) o.tool_calls.push_back(std::move(t));
+  }
+  d->text += o.content;
+  if (request_.include_reasoning) d->reasoning += o.reasoning;
+  for (Gemma4ToolCall& t : o.tool_calls) d->tool_calls.push_back(std::move(t));
+}
+
 RequestSession::Delta RequestSession::Apply(Choice& c, const RequestOutput& out, Clock::time_point at) {
   Delta d;
   if (c.done) return d;  // e.g. the abort that follows a stop string
@@ -143,10 +169,12 @@ RequestSession::Delta RequestSession::Apply(Choice& c, const RequestOutput& out,
     c.got_first = true;
     c.last_at = at;
   }
+  std::string text;
+  std::string finish;  // "" while the choice goes on
   for (size_t i = 0; i < out.tokens.size(); ++i) {
     const int32_t t = out.tokens[i];
     ++c.completion_tokens;
-    d.text += c.text->Add(t);
+    text += c.text->Add(t);
     if (request_.logprobs >= 0 && i < out.logprobs.size()) {
       const TokenLogprob& lp = out.logprobs[i];
       LogprobEntry e;
@@ -161,22 +189,27 @@ RequestSession::Delta RequestSession::Apply(Choice& c, const RequestOutput& out,
     if (c.text->stopped()) {
       ctx_.engine->Abort(c.id);  // a stop string ends the request; its blocks are freed
       c.stop_reason = c.text->matched_stop();
-      Finish(c, "stop", at);
-      d.finished = true;
+      finish = "stop";
       break;
     }
   }
-  if (!c.done && out.finish != FinishReason::kNone) {
-    d.text += c.text->Finish();
+  if (finish.empty() && out.finish != FinishReason::kNone) {
+    text += c.text->Finish();
     if (out.finish == FinishReason::kStop && out.stop_token >= 0 &&
         std::find(request_.stop_token_ids.begin(), request_.stop_token_ids.end(), out.stop_token) !=
             request_.stop_token_ids.end()) {
       c.stop_reason = out.stop_token;
     }
-    Finish(c, FinishReasonName(out.finish), at);
+    finish = FinishReasonName(out.finish);
+  }
+  Route(c, text, !finish.empty(), &d);
+  c.tool_calls_seen += int(d.tool_calls.size());
+  if (!finish.empty()) {
+    if (finish == "stop" && c.tool_calls_seen > 0) finish = "tool_calls";  // as vLLM reports a call
+    Finish(c, finish, at);
     d.finished = true;
   }
-  d.any = !d.text.empty() || !d.logprobs.empty() || d.finished;
+  d.any = !d.text.empty() || !d.reasoning.empty() || !d.tool_calls.empty() || !d.logprobs.empty() || d.finished;
   return d;
 }
 
@@ -217,6 +250,7 @@ ChoiceOut RequestSession::MakeOut(const Choice& c, std::string text, const std::
   ChoiceOut o;
   o.index = c.index;
   o.text = std::move(text);
+  o.parsed = c.parser != nullptr;
   o.logprobs = lps ? ChoiceLogprobs(*lps) : json(nullptr);
   o.finish_reason = c.done ? c.finish : "";
   o.stop_reason = c.done ? c.stop_reason : json(nullptr);
@@ -254,6 +288,8 @@ RequestSession::Outcome RequestSession::Complete(const Gone& gone) {
       Choice& c = choices_[size_t(ev.choice)];
       Delta d = Apply(c, ev.out, ev.at);
       c.all_text += d.text;
+      c.all_reasoning += d.reasoning;
+      for (Gemma4ToolCall& t : d.tool_calls) c.all_tool_calls.push_back(std::move(t));
       for (LogprobEntry& e : d.logprobs) c.all_logprobs.push_back(std::move(e));
     }
     events.clear();
@@ -262,7 +298,10 @@ RequestSession::Outcome RequestSession::Complete(const Gone& gone) {
   for (const Choice& c : choices_) {
     std::string text = c.all_text;
     if (request_.echo) text = prompts_[size_t(c.prompt)].echo_text + text;
-    outs.push_back(MakeOut(c, std::move(text), &c.all_logprobs));
+    ChoiceOut o = MakeOut(c, std::move(text), &c.all_logprobs);
+    o.reasoning = c.all_reasoning;
+    o.tool_calls = c.all_tool_calls;
+    outs.push_back(std::move(o));
   }
   const Usage usage = TotalUsage();
   result.body = request_.kind == ApiKind::kChat ? ChatResponse(id_, created_, model_name_, outs, usage)
@@ -309,9 +348,12 @@ bool RequestSession::Stream(const std::function<bool(const std::string&)>& write
       if (!d.any) continue;
       std::string text = std::move(d.text);
       ChoiceOut o = MakeOut(c, "", request_.logprobs >= 0 ? &d.logprobs : nullptr);
+      o.reasoning = std::move(d.reasoning);
+      o.tool_call_index = c.tool_calls_seen - int(d.tool_calls.size());
+      o.tool_calls = std::move(d.tool_calls);
       if (!c.started_stream) {
-        // The first chunk of a choice: only now, with its first text (or its end).
-        if (text.empty() && d.logprobs.empty() && !d.finished) continue;
+        // The first chunk of a choice: only now, with its first output (or its end).
+        if (text.empty() && o.reasoning.empty() && o.tool_calls.empty() && d.logprobs.empty() && !d.finished) continue;
         c.started_stream = true;
         o.role = chat;
         if (request_.echo) text = prompts_[size_t(c.prompt)].echo_text + text;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engines/serve/engine.h"
+#include "formats/gemma4_output.h"
 #include "formats/tokenizer.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
@@ -40,6 +41,12 @@ struct ServeContext {
   std::vector<int32_t> eos_ids;   // stop ids unless ignore_eos (StopIds)
   int64_t max_model_len = 0;
   ServerMetrics* metrics = nullptr;
+  const ChatFormat* chat_format = nullptr;  // null: the built-in template of config->arch
+  // Chat output split as vLLM's gemma4 parsers split it (formats/gemma4_output.h): the thought
+  // channel becomes reasoning_content; <|tool_call> blocks become tool_calls when the request
+  // gave tools and tool_choice is not "none".
+  bool reasoning_parser = false;
+  bool tool_call_parser = false;
 };
 
 class RequestSession {
@@ -91,7 +98,11 @@ class RequestSession {
     bool submitted = false;
     bool done = false;  // finished as the client sees it
     std::unique_ptr<TextStream> text;
-    std::string all_text;                 // non-streaming: the whole text
+    std::unique_ptr<Gemma4OutputStream> parser;  // chat with a parser on (decoded text keeps its markers)
+    std::string all_text;                 // non-streaming: the whole text (the content when parsed)
+    std::string all_reasoning;
+    std::vector<Gemma4ToolCall> all_tool_calls;
+    int tool_calls_seen = 0;
     std::vector<LogprobEntry> all_logprobs;
     std::string finish;
     json stop_reason;
@@ -102,13 +113,17 @@ class RequestSession {
     bool started_stream = false;          // streaming: first chunk (role, echo) sent
   };
   struct Delta {
-    bool any = false;  // text, logprobs or a finish to report
+    bool any = false;  // text, reasoning, tool calls, logprobs or a finish to report
     std::string text;
+    std::string reasoning;
+    std::vector<Gemma4ToolCall> tool_calls;
     std::vector<LogprobEntry> logprobs;
     bool finished = false;
   };
 
   Delta Apply(Choice& c, const RequestOutput& out, Clock::time_point at);
+  // Decoded text into the delta: as it is, or split by the choice's parser.
+  void Route(Choice& c, const std::string& text, bool final, Delta* d) const;
   void Finish(Choice& c, const std::string& reason, Clock::time_point at);
   // Waits up to `timeout` for events and moves them to *out.
   void Take(std::deque<Event>* out, std::chrono::milliseconds timeout);

@@ -64,6 +64,53 @@ async function main() {
   assert.equal(ctext, cfull.choices[0].text);
   console.log("ok: streamed completion");
 
+  // Tools and a whole tool round trip (assistant tool_calls, a tool result) through the
+  // checkpoint's own chat template (the one `gemmakit init` writes), thinking on.
+  const tools = [{
+    type: "function",
+    function: {
+      name: "get_weather", description: "Current weather in a city",
+      parameters: { type: "object", properties: { city: { type: "string" }, days: { type: "integer" } }, required: ["city"] },
+    },
+  }];
+  const history = [
+    { role: "user", content: "Weather in Paris?" },
+    { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: JSON.stringify({ city: "Paris" }) } }] },
+    { role: "tool", tool_call_id: "call_1", content: "sunny, 21 C" },
+  ];
+  const toolChat = { model, messages: history, tools, max_tokens: 8, temperature: 0, chat_template_kwargs: { enable_thinking: true } };
+  const tr = await client.chat.completions.create(toolChat);
+  const msg = tr.choices[0].message;
+  assert.ok(Array.isArray(msg.tool_calls), JSON.stringify(msg));
+  assert.ok("reasoning_content" in msg, JSON.stringify(msg));
+  assert.ok(["stop", "length", "tool_calls"].includes(tr.choices[0].finish_reason));
+  for (const call of msg.tool_calls) JSON.parse(call.function.arguments);  // arguments are JSON text
+  let streamed = "";
+  for await (const chunk of await client.chat.completions.create({ ...toolChat, stream: true })) {
+    const d = chunk.choices[0]?.delta ?? {};
+    streamed += (d.reasoning_content ?? "") + (d.content ?? "");
+    for (const t of d.tool_calls ?? []) assert.equal(typeof t.index, "number");
+  }
+  // The template declared the tool: the same chat without tools is shorter.
+  const tokenize = async (body) => {
+    const res = await fetch(`${process.env.GK_BASE_URL}/tokenize`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: `Bearer ${process.env.GK_API_KEY || "unused"}` },
+      body: JSON.stringify({ model, ...body }),
+    });
+    assert.equal(res.status, 200);
+    return (await res.json()).count;
+  };
+  const withTools = await tokenize({ messages: history, tools });
+  const withoutTools = await tokenize({ messages: history });
+  assert.ok(withTools > withoutTools, `tokenize: ${withTools} tokens with tools, ${withoutTools} without`);
+  await assert.rejects(client.chat.completions.create({ ...toolChat, tool_choice: "required" }), (e) => {
+    assert.equal(e.status, 400);
+    assert.match(e.message, /required/);
+    return true;
+  });
+  console.log(`ok: tools, tool calls and results, thinking (${withTools} vs ${withoutTools} prompt tokens; finish ${tr.choices[0].finish_reason})`);
+
   // Errors come back as APIError with the status and the OpenAI error body.
   await assert.rejects(client.completions.create({ model, prompt: "x", max_tokens: -1 }), (e) => {
     assert.ok(e instanceof OpenAI.APIError, String(e));

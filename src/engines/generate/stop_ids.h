@@ -10,8 +10,8 @@
 
 namespace gk {
 
-// The config's eos ids plus <eos> and the end-of-turn marker (<turn|> in Gemma 4,
-// <end_of_turn> in Gemma 3), sorted and without duplicates.
+// The config's eos ids plus <eos>, the end-of-turn marker (<turn|> in Gemma 4, <end_of_turn> in
+// Gemma 3) and Gemma 4's <|tool_response>, sorted and without duplicates.
 std::vector<int32_t> StopIds(const ModelConfig& config, const Tokenizer& tokenizer);
 
 }  // namespace gk

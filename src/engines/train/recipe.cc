@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <regex>
@@ -45,6 +46,7 @@ const Field kFields[] = {
     {"data.max_rows", &TrainRecipe::max_rows},
     {"data.shuffle", &TrainRecipe::shuffle},
     {"data.batching", &TrainRecipe::batching},
+    {"data.chat_template", &TrainRecipe::chat_template},
     {"lora.rank", &TrainRecipe::rank},
     {"lora.alpha", &TrainRecipe::alpha},
     {"lora.dropout", &TrainRecipe::dropout},
@@ -265,6 +267,20 @@ Status ParseTable(TrainRecipe& r, const toml::table& root) {
   return Status::Ok();
 }
 
+// data.chat_template names a file (as ChatFormat reads a path: a '/' or a .jinja/.j2 name) or one
+// of the checkpoint's named templates; "" when it does, else what is wrong. The template's own
+// text pasted in is the likely mistake.
+std::string ChatTemplateProblem(const std::string& t) {
+  if (t.find("{{") != std::string::npos || t.find("{%") != std::string::npos || t.find('\n') != std::string::npos) {
+    return "data.chat_template: give the template's file (or the name of one of the checkpoint's templates), "
+           "not its text";
+  }
+  const bool path = t.find('/') != std::string::npos || t.ends_with(".jinja") || t.ends_with(".j2");
+  std::error_code ec;
+  if (path && !std::filesystem::is_regular_file(t, ec)) return StrCat("data.chat_template: no such file ", Quoted(t));
+  return "";
+}
+
 }  // namespace
 
 nlohmann::json TrainRecipe::ToJson() const {
@@ -331,6 +347,7 @@ Status ValidateRecipe(const TrainRecipe& r) {
   check(r.max_rows == -1 || r.max_rows >= 1, StrCat("data.max_rows must be -1 (all) or >= 1, got ", r.max_rows));
   check(r.batching == "padded" || r.batching == "packed",
         StrCat("data.batching must be \"padded\" or \"packed\", got ", Quoted(r.batching)));
+  if (std::string problem = ChatTemplateProblem(r.chat_template); !problem.empty()) errors.push_back(problem);
   check(r.rank >= 1, StrCat("lora.rank must be >= 1, got ", r.rank));
   check(r.alpha > 0, StrCat("lora.alpha must be > 0, got ", r.alpha));
   check(r.dropout >= 0 && r.dropout < 1, StrCat("lora.dropout must be in [0, 1), got ", r.dropout));

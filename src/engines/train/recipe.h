@@ -26,6 +26,8 @@ struct TrainRecipe {
   int64_t max_rows = -1;            // rows of the JSONL to read (-1: all)
   bool shuffle = true;              // deterministic by seed, per epoch
   std::string batching = "packed";  // "packed" (rows concatenated, no padding) | "padded" (rows padded to the longest)
+  std::string chat_template;        // a JSONL is rendered by this template file or checkpoint template name
+                                    // ("": the checkpoint's, else the built-in; docs/CHAT_TEMPLATES.md)
   // [lora]
   int rank = 64;
   double alpha = 64;

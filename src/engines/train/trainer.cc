@@ -61,6 +61,8 @@ struct Trainer::State {
   WarmupCosineDecay schedule;
   std::unique_ptr<DataOrder> order;
   ThreadPool* pool = nullptr;
+  std::unique_ptr<dist::Communicator> own_comm;  // the single-process one, when none was given
+  dist::Communicator* comm = nullptr;
   int64_t start_step = 0, total_steps = 0, last_saved = -1;
   double elapsed_before = 0;  // seconds of earlier runs of a resumed training
   bool stopped = false;
@@ -86,6 +88,9 @@ nlohmann::json Fingerprint(const TrainRecipe& r) {
   j.erase("checkpoint");
   j.erase("log");
   j.erase("memory");  // remat changes memory, not results
+  // The default template: absent, as in checkpoints written before the key existed (a changed
+  // template changes the tokens, which DatasetIdentity catches).
+  if (j["data"].value("chat_template", std::string()).empty()) j["data"].erase("chat_template");
   return j;
 }
 
@@ -181,11 +186,51 @@ Status CheckFullFineTuneFits(const TrainRecipe& recipe, const ModelConfig& confi
 }  // namespace
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, const std::string& dataset_dir,
-                                                 ThreadPool* pool, bool resume) {
+                                                 ThreadPool* pool, bool resume, dist::Communicator* comm) {
+  Result<std::unique_ptr<Trainer>> local = CreateLocal(recipe, dataset_dir, pool, resume, comm);
+  if (!comm || comm->size() == 1) return local;
+  // Agree before the first collective of the run: a rank that failed alone would leave the
+  // others waiting in it.
+  int64_t failed = local.ok() ? 0 : 1;
+  GK_RETURN_IF_ERROR(comm->AllReduceMax(std::span<int64_t>(&failed, 1)));
+  if (!local.ok()) return local;
+  if (failed) return Status::Error("another rank could not start the run (its message is above)");
+  GK_RETURN_IF_ERROR((*local)->SyncFromRankZero());
+  return local;
+}
+
+// The other ranks take rank 0's step, parameters and moments: one starting point, whether rank 0
+// resumed a checkpoint (which the others need not see: only rank 0 needs the run directory) or
+// initialised the adapter.
+Status Trainer::SyncFromRankZero() {
+  State& s = *s_;
+  int64_t counters[3] = {s.start_step, s.optimizer->step(), s.last_saved};
+  GK_RETURN_IF_ERROR(s.comm->Broadcast(std::as_writable_bytes(std::span<int64_t>(counters)), 0));
+  GK_RETURN_IF_ERROR(s.comm->Broadcast(std::as_writable_bytes(std::span<double>(&s.elapsed_before, 1)), 0));
+  s.start_step = counters[0];
+  s.optimizer->set_step(counters[1]);
+  s.last_saved = counters[2];
+  for (size_t i = 0; i < s.trainables.size(); ++i) {
+    for (std::vector<float>* v : {s.trainables[i].value, &s.optimizer->m()[i], &s.optimizer->v()[i]}) {
+      GK_RETURN_IF_ERROR(s.comm->Broadcast(std::as_writable_bytes(std::span<float>(*v)), 0));
+    }
+  }
+  if (FullParams* fp = s.model->full_params()) fp->Sync(*s.pool);
+  return BroadcastString(*s.comm, &s.resumed_from, 0);
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::CreateLocal(const TrainRecipe& recipe, const std::string& dataset_dir,
+                                                      ThreadPool* pool, bool resume, dist::Communicator* comm) {
   GK_RETURN_IF_ERROR(ValidateRecipe(recipe));
   auto s = std::make_unique<State>();
   s->recipe = recipe;
   s->pool = pool;
+  if (!comm) {
+    s->own_comm = dist::SingleProcessCommunicator();
+    comm = s->own_comm.get();
+  }
+  s->comm = comm;
+  const bool writer = comm->rank() == 0;
   s->dataset_dir = dataset_dir;
   GK_ASSIGN_OR_RETURN(s->dataset, TokenDataset::Open(dataset_dir));
   // rows < micro_batch × grad_accum, tested without forming the product (both are >= 1, but
@@ -253,6 +298,12 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, cons
       return Status::Error(StrCat(*latest, ": was trained on other data (", st["dataset"].dump(), ", now ",
                                   DatasetIdentity(s->dataset).dump(), "); resume with the same data"));
     }
+    const int64_t world = st.value("world_size", int64_t(1));
+    if (world != comm->size()) {
+      return Status::Error(StrCat(*latest, ": was trained by ", world, " process", world == 1 ? "" : "es",
+                                  ", this run has ", comm->size(), "; resume it with the same number (mpirun -np ",
+                                  world, ")"));
+    }
     if (ck.full != recipe.full_finetune) {
       return Status::Error(StrCat(*latest, ": is a ", ck.full ? "full fine-tuning" : "LoRA",
                                   " checkpoint; resume it with the recipe it was trained with"));
@@ -277,8 +328,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, cons
     s->elapsed_before = st.value("elapsed_s", 0.0);
     s->last_saved = s->start_step;
     s->resumed_from = *latest;
-    GK_RETURN_IF_ERROR(TruncateMetrics(MetricsPath(recipe), s->start_step));
-  } else {
+    if (writer) GK_RETURN_IF_ERROR(TruncateMetrics(MetricsPath(recipe), s->start_step));
+  } else if (writer) {
     std::filesystem::remove(MetricsPath(recipe), ec);
   }
   return std::unique_ptr<Trainer>(new Trainer(std::move(s)));
@@ -306,10 +357,42 @@ Status SaveState(Trainer::State& s, int64_t step, double elapsed) {
                                         {"rows_per_step", s.recipe.micro_batch * s.recipe.grad_accum}}},
                      {"rng", {{"seed", s.recipe.seed}, {"dropout", "counter-based: MixKey(seed, micro-batch index)"}}},
                      {"elapsed_s", elapsed},
+                     {"world_size", s.comm->size()},
                      {"fingerprint", Fingerprint(s.recipe)},
                      {"dataset", DatasetIdentity(s.dataset)}};
   GK_RETURN_IF_ERROR(SaveCheckpoint(s.recipe.out, c, s.recipe.keep_last));
   s.last_saved = step;
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace {
+
+// Data parallel: the ranks' gradients (each the sum over its micro-batches) and loss counts
+// summed over all ranks, in one all-reduce each.
+Status AllReduceStep(dist::Communicator& comm, std::vector<Trainable>& trainables, std::vector<float>* flat,
+                     MicroBatchStats* stats) {
+  size_t n = 0;
+  for (const Trainable& t : trainables) n += t.grad->size();
+  flat->resize(n);
+  size_t at = 0;
+  for (const Trainable& t : trainables) {
+    std::copy(t.grad->begin(), t.grad->end(), flat->begin() + ptrdiff_t(at));
+    at += t.grad->size();
+  }
+  GK_RETURN_IF_ERROR(comm.AllReduceSum(std::span<float>(*flat)));
+  at = 0;
+  for (Trainable& t : trainables) {
+    std::copy(flat->begin() + ptrdiff_t(at), flat->begin() + ptrdiff_t(at + t.grad->size()), t.grad->begin());
+    at += t.grad->size();
+  }
+  double counts[4] = {stats->loss_sum, double(stats->targets), double(stats->correct), double(stats->tokens)};
+  GK_RETURN_IF_ERROR(comm.AllReduceSum(std::span<double>(counts)));
+  stats->loss_sum = counts[0];
+  stats->targets = int64_t(counts[1]);
+  stats->correct = int64_t(counts[2]);
+  stats->tokens = int64_t(counts[3]);
   return Status::Ok();
 }
 
@@ -321,7 +404,20 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
   auto elapsed = [&] { return s.elapsed_before + std::chrono::duration<double>(Clock::now() - t_start).count(); };
-  auto stop_requested = [&] { return stop && stop->load(std::memory_order_relaxed); };
+  dist::Communicator& comm = *s.comm;
+  const int world = comm.size(), me = comm.rank();
+  const bool writer = me == 0;
+  // A stop every rank agrees on (one flag all-reduced): the ranks leave at the same micro-batch.
+  Status comm_error = Status::Ok();
+  auto stop_requested = [&] {
+    int64_t flag = stop && stop->load(std::memory_order_relaxed) ? 1 : 0;
+    if (world > 1 && comm_error.ok()) {
+      comm_error = comm.AllReduceMax(std::span<int64_t>(&flag, 1));
+      if (!comm_error.ok()) return true;
+    }
+    return flag != 0;
+  };
+  std::vector<float> flat_grads;  // data parallel: every gradient in one all-reduce
   int64_t run_tokens = 0, run_targets = 0, steps_done = 0;
   double last_loss = 0;
   const int32_t pad = int32_t(s.config.pad_token_id);
@@ -341,11 +437,14 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
     const float loss_scale = 1.f / float(std::max<int64_t>(1, targets));
     MicroBatchStats stats;
     bool abandoned = false;
-    for (int64_t j = 0; j < r.grad_accum; ++j) {
+    // Round k: micro-batch k·world + rank on each rank (a rank past grad_accum only votes).
+    for (int64_t round = 0; round * world < r.grad_accum; ++round) {
       if (stop_requested()) {
         abandoned = true;
         break;
       }
+      const int64_t j = round * world + me;
+      if (j >= r.grad_accum) continue;
       std::vector<TokenRow> micro(rows.begin() + j * r.micro_batch, rows.begin() + (j + 1) * r.micro_batch);
       if (r.batching == "padded") {  // pad to the longest row: the cost padding-free batching avoids
         size_t longest = 0;
@@ -361,7 +460,9 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
       GK_RETURN_IF_ERROR(s.model->ForwardBackward(views, loss_scale, key, &stats));
       s.peak_activation_bytes = std::max(s.peak_activation_bytes, s.model->activation_bytes());
     }
+    GK_RETURN_IF_ERROR(comm_error);
     if (abandoned) break;
+    if (world > 1) GK_RETURN_IF_ERROR(AllReduceStep(comm, s.trainables, &flat_grads, &stats));
 
     std::vector<std::span<float>> grads;
     std::vector<ParamRef> params;
@@ -393,11 +494,18 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
     run_tokens += stats.tokens;
     run_targets += stats.targets;
     ++steps_done;
-    GK_RETURN_IF_ERROR(AppendLine(MetricsPath(r), log.ToJson().dump()));
-    if (on_step) on_step(log);
-    if (r.save_every > 0 && (step + 1) % r.save_every == 0) GK_RETURN_IF_ERROR(SaveState(s, step + 1, elapsed()));
+    if (writer) {
+      GK_RETURN_IF_ERROR(AppendLine(MetricsPath(r), log.ToJson().dump()));
+      if (on_step) on_step(log);
+      if (r.save_every > 0 && (step + 1) % r.save_every == 0) GK_RETURN_IF_ERROR(SaveState(s, step + 1, elapsed()));
+    }
   }
+  GK_RETURN_IF_ERROR(comm_error);
   s.stopped = step < s.total_steps;
+  if (!writer) {
+    s.summary = {{"rank", me}, {"steps", {{"done", step}, {"start", s.start_step}}}};
+    return Status::Ok();
+  }
   if (s.last_saved != step) GK_RETURN_IF_ERROR(SaveState(s, step, elapsed()));
   if (!s.stopped) {
     if (FullParams* fp = s.model->full_params()) GK_RETURN_IF_ERROR(fp->WriteCheckpoint(r.model, r.out + "/model"));

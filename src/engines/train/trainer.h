@@ -18,6 +18,14 @@
 // losses an uninterrupted one would have (same machine, same thread count).
 // Stop: when *stop becomes true (SIGTERM), the step in progress is abandoned, a checkpoint of
 // the last completed step is written, and Run returns with stopped() true.
+//
+// Data parallel (a communicator of N > 1 ranks, `mpirun -np N gemmakit train`): every rank
+// holds the whole model and adapter; a step's micro-batches are dealt round-robin to the ranks
+// (micro-batch j to rank j mod N), the gradients and loss sums are all-reduced once per step,
+// and every rank takes the same AdamW step, so the run equals one process's up to the order of
+// the sums. Rank 0 alone writes the run directory (metrics, checkpoints, adapter); the other
+// ranks start from rank 0's state (also when resuming); a stop is agreed between micro-batches
+// so that every rank leaves at the same one. A checkpoint resumes only with its world size.
 #pragma once
 
 #include <atomic>
@@ -28,6 +36,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/communicator.h"
 #include "engines/train/recipe.h"
 #include "tensor/thread_pool.h"
 #include "util/result.h"
@@ -48,8 +57,10 @@ class Trainer {
   // dataset_dir: a `data prepare` directory. resume: continue from the newest complete
   // checkpoint in recipe.out (start fresh when there is none); without it, a run directory
   // that already has checkpoints is an error (nothing is overwritten).
+  // comm: the ranks of a data-parallel run (nullptr: this process alone). Collective: every
+  // rank calls it, and all fail when one does.
   static Result<std::unique_ptr<Trainer>> Create(const TrainRecipe& recipe, const std::string& dataset_dir,
-                                                 ThreadPool* pool, bool resume);
+                                                 ThreadPool* pool, bool resume, dist::Communicator* comm = nullptr);
   ~Trainer();
 
   // Runs to the last step (or until *stop). on_step is called after every step.
@@ -64,6 +75,9 @@ class Trainer {
 
  private:
   explicit Trainer(std::unique_ptr<State> s);
+  static Result<std::unique_ptr<Trainer>> CreateLocal(const TrainRecipe& recipe, const std::string& dataset_dir,
+                                                      ThreadPool* pool, bool resume, dist::Communicator* comm);
+  Status SyncFromRankZero();
   std::unique_ptr<State> s_;
 };
 

@@ -87,6 +87,51 @@ TEST(JinjaFixtureTest, InitTemplateMatchesTheHandWrittenRenderer) {
   ExpectSameAsHandWrittenRenderer(*parsed);
 }
 
+// Beyond plain turns (tools, tool calls and results, reasoning, text parts): the init template
+// renders what the official one renders, both through the engine, on every conversation of
+// tests/chat_template/ without image, audio or video parts (tests/chat_template/
+// init_template_test.py checks the same with jinja2).
+TEST(JinjaFixtureTest, InitTemplateMatchesTheOfficialTemplateOnTextConversations) {
+  std::optional<std::string> official_source = ReadFile(SharedTemplate("gemma-4-31B-it.jinja"));
+  if (!official_source) GTEST_SKIP() << "needs ../shared/fixtures/chat-templates/gemma-4-31B-it.jinja";
+  Result<Template> official = Template::Parse(*official_source);
+  ASSERT_TRUE(official.ok()) << official.message();
+  Result<std::string> config = RenameToGemma4TokenizerConfig(R"({"bos_token": "<bos>"})");
+  ASSERT_TRUE(config.ok()) << config.message();
+  Result<Template> ours = Template::Parse(Json::parse(*config)["chat_template"].get<std::string>());
+  ASSERT_TRUE(ours.ok()) << ours.message();
+  int compared = 0, rendered = 0;
+  for (const char* file : {"conversations.json", "init_conversations.json"}) {
+    std::optional<std::string> text = ReadFile(std::string(GK_SOURCE_DIR) + "/tests/chat_template/" + file);
+    ASSERT_TRUE(text.has_value()) << file;
+    for (const Json& conversation : Json::parse(*text)) {
+      Json context = conversation["context"];
+      context["bos_token"] = "<bos>";
+      context["eos_token"] = "<eos>";
+      bool media = false;
+      for (const Json& m : context["messages"]) {
+        if (m.value("role", "") == "tool" || !m.contains("content") || !m["content"].is_array()) continue;
+        for (const Json& part : m["content"]) {
+          const std::string type = part.is_object() ? part.value("type", "") : "";
+          media = media || type == "image" || type == "audio" || type == "video";
+        }
+      }
+      if (media) continue;
+      ++compared;
+      const std::string expected = Render(*official, context);
+      rendered += expected.rfind("ERROR: ", 0) != 0;
+      const std::string actual = Render(*ours, context);
+      if (expected.rfind("ERROR: ", 0) == 0) {
+        EXPECT_EQ(actual.rfind("ERROR: ", 0), 0u) << conversation["name"] << ": " << actual;
+      } else {
+        EXPECT_EQ(actual, expected) << conversation["name"];
+      }
+    }
+  }
+  EXPECT_GT(compared, 50);
+  EXPECT_GT(rendered, compared / 2);
+}
+
 TEST(JinjaFixtureTest, Gemma4TemplateMarksOnlyMarkersAsTemplate) {
   std::optional<std::string> source = ReadFile(SharedTemplate("gemma-4-31B-it-interleaved.jinja"));
   if (!source) GTEST_SKIP() << "needs ../shared/fixtures/chat-templates/gemma-4-31B-it-interleaved.jinja";

@@ -95,9 +95,24 @@ Result<std::vector<std::string>> LoraTargetNames(const std::vector<std::string>&
 
 namespace {
 
+// The step's gradients, one buffer each (LoRA factors, or every weight when full).
+std::vector<std::span<float>> Gradients(LoraAdapter& adapter, TrainingModel& model) {
+  std::vector<std::span<float>> g;
+  if (FullParams* fp = model.full_params()) {
+    for (FullParam& p : fp->params()) g.emplace_back(p.grad);
+  } else {
+    for (LoraModule& m : adapter.modules()) {
+      g.emplace_back(m.grad_a);
+      g.emplace_back(m.grad_b);
+    }
+  }
+  return g;
+}
+
+// comm: null, or the data-parallel ranks (each step ends with the gradients' all-reduce).
 Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, const std::vector<std::string>& names,
                               const std::vector<int32_t>& tokens, const std::vector<uint8_t>& mask, bool remat,
-                              ThreadPool& pool, TrainBenchResult* meta) {
+                              ThreadPool& pool, dist::Communicator* comm, TrainBenchResult* meta) {
   TrainBenchRun run;
   run.remat = remat;
   const double t0 = NowSeconds();
@@ -127,6 +142,9 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
   const TrainRowView row{tokens, mask};
   const int64_t T = int64_t(tokens.size());
   const float loss_scale = 1.f / float(T - 1);
+  const std::vector<std::span<float>> grads = Gradients(adapter, *model);
+  std::vector<float> flat;
+  for (std::span<float> g : grads) meta->allreduce_bytes_per_step += comm ? int64_t(g.size_bytes()) : 0;
   for (int s = 0; s < 1 + o.steps; ++s) {  // step 0 warms up (buffers, page faults, sgemm threads)
     for (LoraModule& m : adapter.modules()) {
       std::fill(m.grad_a.begin(), m.grad_a.end(), 0.f);
@@ -135,8 +153,19 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
     if (FullParams* fp = model->full_params()) fp->ZeroGrads();
     meta->fp32_peak_probes.push_back(MeasureFp32Peak(pool, o.peak_repeats));  // ~0.1 s, outside the timing
     MicroBatchStats st;
+    if (comm) GK_RETURN_IF_ERROR(comm->Barrier());  // the ranks start each step together
     const double s0 = NowSeconds();
     GK_RETURN_IF_ERROR(model->ForwardBackward({&row, 1}, loss_scale, uint64_t(s), &st));
+    if (comm) {  // as the trainer: one all-reduce of every gradient
+      flat.clear();
+      for (std::span<float> g : grads) flat.insert(flat.end(), g.begin(), g.end());
+      GK_RETURN_IF_ERROR(comm->AllReduceSum(std::span<float>(flat)));
+      size_t at = 0;
+      for (std::span<float> g : grads) {
+        std::copy(flat.begin() + ptrdiff_t(at), flat.begin() + ptrdiff_t(at + g.size()), g.begin());
+        at += g.size();
+      }
+    }
     const double dt = NowSeconds() - s0;
     if (s > 0) run.step_seconds.push_back(dt);
     run.loss = st.targets > 0 ? st.loss_sum / double(st.targets) : 0;
@@ -146,10 +175,11 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
   run.mean_step_s = std::accumulate(run.step_seconds.begin(), run.step_seconds.end(), 0.0) / run.step_seconds.size();
   run.median_step_s = Median(run.step_seconds);
   run.min_step_s = *std::min_element(run.step_seconds.begin(), run.step_seconds.end());
-  run.tokens_per_s = double(T) / run.mean_step_s;
+  const double ranks = comm ? double(comm->size()) : 1.0;  // each rank trained a row per step
+  run.tokens_per_s = ranks * double(T) / run.mean_step_s;
   run.flops = CountTrainFlops(c, o.full ? nullptr : &adapter, T, remat, o.full);
-  run.useful_gflops = run.flops.useful / run.mean_step_s / 1e9;
-  run.executed_gflops = run.flops.executed / run.mean_step_s / 1e9;
+  run.useful_gflops = ranks * run.flops.useful / run.mean_step_s / 1e9;
+  run.executed_gflops = ranks * run.flops.executed / run.mean_step_s / 1e9;
   return run;
 }
 
@@ -183,14 +213,31 @@ Result<TrainBenchResult> RunTrainBench(const TrainBenchOptions& o) {
   for (size_t i = 1; i < tokens.size(); ++i) tokens[i] = int32_t(3 + rng() % uint64_t(std::max(1, c.vocab_size - 3)));
   const std::vector<uint8_t> mask(tokens.size(), 1);
 
+  dist::Communicator* comm = o.comm && o.comm->size() > 1 ? o.comm : nullptr;
+  if (comm) {
+    if (o.compare_remat) return Status::Error("--compare-remat runs in one process (not under mpirun)");
+    r.ranks = comm->size();
+    r.comm_backend = comm->backend();
+    if (comm->rank() == 0) {  // the baseline: rank 0 alone, while the others wait in the barrier
+      TrainBenchResult alone;
+      GK_ASSIGN_OR_RETURN(TrainBenchRun run, RunOnce(o, c, names, tokens, mask, o.remat, pool, nullptr, &alone));
+      r.one_rank_tokens_per_s = run.tokens_per_s;
+    }
+    GK_RETURN_IF_ERROR(comm->Barrier());
+  }
   // With compare_remat the remat run goes first, so that each run's peak RSS is its own.
   std::vector<bool> order = o.compare_remat ? std::vector<bool>{true, false} : std::vector<bool>{o.remat};
   for (bool remat : order) {
-    GK_ASSIGN_OR_RETURN(TrainBenchRun run, RunOnce(o, c, names, tokens, mask, remat, pool, &r));
+    GK_ASSIGN_OR_RETURN(TrainBenchRun run, RunOnce(o, c, names, tokens, mask, remat, pool, comm, &r));
     r.runs.push_back(std::move(run));
   }
   r.fp32_peak_probes.push_back(MeasureFp32Peak(pool, o.peak_repeats));
   r.fp32_peak_gflops = *std::max_element(r.fp32_peak_probes.begin(), r.fp32_peak_probes.end());
+  if (comm) {  // the ranks probed at the same time: the machine's peak is their sum
+    double peak = r.fp32_peak_gflops;
+    GK_RETURN_IF_ERROR(comm->AllReduceSum(std::span<double>(&peak, 1)));
+    r.fp32_peak_gflops = peak;
+  }
   for (TrainBenchRun& run : r.runs) {
     if (r.fp32_peak_gflops > 0) {
       run.useful_ratio = run.useful_gflops / r.fp32_peak_gflops;
@@ -226,6 +273,13 @@ std::string FormatTrainBench(const TrainBenchResult& r) {
        r.cpu.c_str(), r.threads, r.isa.c_str(), r.fp32_peak_gflops, r.fp32_peak_probes.size(), lowest);
   line("step     one row of %d tokens, loss on %lld targets; 1 warm-up + %d timed steps\n", r.seq_len,
        (long long)f0.loss_rows, r.steps);
+  if (r.ranks > 1) {
+    const double tps = r.runs.front().tokens_per_s;
+    line("ranks    %d data-parallel ranks (%s), a row each per step, %.2f MiB of gradients all-reduced per step "
+         "and rank\n", r.ranks, r.comm_backend.c_str(), MiB(double(r.allreduce_bytes_per_step)));
+    line("scaling  %.1f tokens/s on %d ranks against %.1f tokens/s for rank 0 alone: %.2fx (ideal %d)\n", tps,
+         r.ranks, r.one_rank_tokens_per_s, tps / std::max(r.one_rank_tokens_per_s, 1e-9), r.ranks);
+  }
   for (const TrainBenchRun& run : r.runs) {
     const TrainFlops& f = run.flops;
     line("[remat %s]\n", run.remat ? "on" : "off");
@@ -301,6 +355,13 @@ nlohmann::json TrainBenchToJson(const TrainBenchResult& r) {
                       {"steps", r.steps}, {"fp32_gflops", r.fp32_peak_gflops},
                       {"fp32_gflops_probes", r.fp32_peak_probes},
                       {"runs", runs}};
+  if (r.ranks > 1) {
+    j["data_parallel"] = {{"ranks", r.ranks},
+                          {"backend", r.comm_backend},
+                          {"one_rank_tokens_per_s", r.one_rank_tokens_per_s},
+                          {"scaling", r.runs.front().tokens_per_s / std::max(r.one_rank_tokens_per_s, 1e-9)},
+                          {"allreduce_bytes_per_step", r.allreduce_bytes_per_step}};
+  }
   if (r.runs.size() == 2) {
     const int64_t on = r.runs[0].activation_bytes, off = r.runs[1].activation_bytes;
     j["remat_saving"] = {{"activation_bytes_remat", on},

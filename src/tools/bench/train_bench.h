@@ -1,7 +1,8 @@
 // `gemmakit bench train`: tokens/s of one LoRA (or, with full, full fine-tuning) training step (TrainingModel::ForwardBackward
 // over one row of T random tokens, loss on every token), printed as a ratio to the machine's
 // fp32 FMA peak measured in the same run (the trainer computes in f32 through sgemm: OpenBLAS, or oneDNN on AVX-512 CPUs), with the activation memory kept for the backward
-// pass (with and without per-layer recomputation, `remat`).
+// pass (with and without per-layer recomputation, `remat`). Under mpirun, data parallel: the
+// scaling of N ranks against one.
 //
 // FLOPs per step, two counts (CountTrainFlops; P = parameters of a frozen matrix, Pl = r·in +
 // out·r of a LoRA module, H head dim, N query heads, T tokens, R = T − 1 loss rows):
@@ -32,6 +33,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "dist/communicator.h"
 #include "model/config.h"
 #include "model/train/lora.h"
 #include "util/result.h"
@@ -52,6 +54,10 @@ struct TrainBenchOptions {
   std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
   uint64_t seed = 1;
   int peak_repeats = 5;    // runs of each FMA-peak probe (median)
+  // Data parallel (`mpirun -np N gemmakit bench train`): every rank trains its own row and the
+  // gradients are all-reduced each step, as the trainer does. Rank 0 first runs alone (the
+  // others wait without spinning) for the one-rank baseline of the scaling figure.
+  dist::Communicator* comm = nullptr;
 };
 
 // FLOPs of one training step over one row of T tokens (see the header comment).
@@ -107,6 +113,12 @@ struct TrainBenchResult {
   double fp32_peak_gflops = 0;
   std::vector<double> fp32_peak_probes;
   std::vector<TrainBenchRun> runs;  // one, or (remat, no remat) with compare_remat
+  // Data parallel: the figures above are all ranks' (tokens and FLOPs of N rows per step, the
+  // peak summed over the ranks' probes, taken at the same time).
+  int ranks = 1;
+  std::string comm_backend;
+  double one_rank_tokens_per_s = 0;   // rank 0 alone, same threads, same row
+  int64_t allreduce_bytes_per_step = 0;  // gradient bytes each rank all-reduces per step
 };
 
 Result<TrainBenchResult> RunTrainBench(const TrainBenchOptions& options);

@@ -163,17 +163,65 @@ Status CheckTurnTokens(const Tokenizer& tok) {
   return Status::Ok();
 }
 
-void Append(std::vector<int32_t>* out, const std::vector<int32_t>& ids) {
-  out->insert(out->end(), ids.begin(), ids.end());
+// The user turn with the generation prompt (what serving renders), or the finished conversation.
+Result<std::vector<int32_t>> Render(const Tokenizer& tok, const ChatFormat& format, const std::string& prompt,
+                                    const std::string* answer, bool generation_prompt) {
+  ChatRenderInput in;
+  in.messages.push_back({{"role", "user"}, {"content", prompt}});
+  if (answer != nullptr) in.messages.push_back({{"role", "assistant"}, {"content", *answer}});
+  in.add_generation_prompt = generation_prompt;
+  return format.Apply(tok, in);
+}
+
+bool StartsWith(const std::vector<int32_t>& ids, const std::vector<int32_t>& prefix) {
+  return prefix.size() <= ids.size() && std::equal(prefix.begin(), prefix.end(), ids.begin());
+}
+
+// Where the answer starts in `full`, the finished conversation: after `asked`, the prompt's
+// rendering, when `full` continues it (Gemma 3). A generation prompt may pre-fill what a finished
+// turn leaves out (Gemma 4's empty thought block when thinking is off: <|turn>model\n<|channel>...):
+// then where the two part, provided they part inside the generation prompt (past the user turn
+// rendered alone) at a marker token of the pre-fill, not in the middle of the turn's header text.
+Result<size_t> AnswerStart(const Tokenizer& tok, const ChatFormat& format, const std::string& prompt,
+                           const std::vector<int32_t>& asked, const std::vector<int32_t>& full) {
+  if (StartsWith(full, asked)) return asked.size();
+  GK_ASSIGN_OR_RETURN(const std::vector<int32_t> turns, Render(tok, format, prompt, nullptr, false));
+  const size_t common =
+      size_t(std::mismatch(asked.begin(), asked.end(), full.begin(), full.end()).first - asked.begin());
+  if (!StartsWith(asked, turns) || common <= turns.size() || common == asked.size() || !tok.IsAdded(asked[common])) {
+    return Status::Error("its rendering of the conversation does not continue its rendering of the prompt, so the "
+                         "answer's tokens cannot be told from the prompt's");
+  }
+  return common;
+}
+
+struct Rendered {
+  std::vector<int32_t> tokens;
+  size_t begin = 0, end = 0;  // the answer: tokens[begin, end), then its end-of-turn at tokens[end]
+};
+
+Result<Rendered> RenderConversation(const Tokenizer& tok, const ChatFormat& format, const std::string& prompt,
+                                    const std::string& answer) {
+  GK_ASSIGN_OR_RETURN(const std::vector<int32_t> asked, Render(tok, format, prompt, nullptr, true));
+  Rendered r;
+  GK_ASSIGN_OR_RETURN(r.tokens, Render(tok, format, prompt, &answer, false));
+  GK_ASSIGN_OR_RETURN(r.begin, AnswerStart(tok, format, prompt, asked, r.tokens));
+  // The answer is data, tokenized injection-safe, so the first end-of-turn after it is the template's.
+  const auto end = std::find(r.tokens.begin() + long(r.begin), r.tokens.end(), kTurnEndId);
+  if (end == r.tokens.end()) return Status::Error(StrCat("no ", tok.Piece(kTurnEndId), " after the answer"));
+  r.end = size_t(end - r.tokens.begin());
+  if (r.end == r.begin) return Status::Error("the answer renders empty");
+  return r;
 }
 
 struct RowOutcome {
   std::optional<TokenRow> row;
   SftDrop drop = SftDrop::kInvalidJson;
   std::string why;
+  Status fatal;  // the chat template failed: every row would, so PrepareSft stops
 };
 
-RowOutcome ProcessLineUnguarded(const std::string& line, const Tokenizer& tok, const ModelConfig& config,
+RowOutcome ProcessLineUnguarded(const std::string& line, const Tokenizer& tok, const ChatFormat& format,
                                 const SftPrepareOptions& o) {
   RowOutcome r;
   auto drop = [&](SftDrop d, std::string why) {
@@ -198,8 +246,11 @@ RowOutcome ProcessLineUnguarded(const std::string& line, const Tokenizer& tok, c
   if (Trim(prompt).empty()) return drop(SftDrop::kEmpty, "the prompt is empty");
   Cleaned c = Clean(j["response"].get_ref<const std::string&>());
   if (c.drop) return drop(*c.drop, c.why);
-  auto row = TokenizeSftConversation(tok, config, prompt, c.answer, o.loss);
-  if (!row.ok()) return drop(SftDrop::kEmpty, row.message());  // unreachable: prompt and answer are non-empty
+  auto row = TokenizeSftConversation(tok, format, prompt, c.answer, o.loss);
+  if (!row.ok()) {  // prompt and answer are non-empty: the template failed
+    r.fatal = row.status();
+    return r;
+  }
   if (int64_t(row->tokens.size()) > o.max_seq_len) {
     return drop(SftDrop::kTooLong, StrCat(row->tokens.size(), " tokens > max_seq_len ", o.max_seq_len));
   }
@@ -209,9 +260,9 @@ RowOutcome ProcessLineUnguarded(const std::string& line, const Tokenizer& tok, c
 
 // A row is outside input: whatever processing it throws drops the row, like any other bad row
 // (util/guarded_parse.h).
-RowOutcome ProcessLine(const std::string& line, const Tokenizer& tok, const ModelConfig& config,
+RowOutcome ProcessLine(const std::string& line, const Tokenizer& tok, const ChatFormat& format,
                        const SftPrepareOptions& o) {
-  Result<RowOutcome> r = GuardedParse("", [&] { return ProcessLineUnguarded(line, tok, config, o); });
+  Result<RowOutcome> r = GuardedParse("", [&] { return ProcessLineUnguarded(line, tok, format, o); });
   if (r.ok()) return std::move(r).value();
   RowOutcome out;
   out.drop = SftDrop::kInvalidJson;
@@ -269,51 +320,30 @@ Result<std::string> CleanCodeV1Response(const std::string& response) {
   return std::move(c.answer);
 }
 
-Result<TokenRow> TokenizeSftConversation(const Tokenizer& tokenizer, const ModelConfig& config,
+Result<TokenRow> TokenizeSftConversation(const Tokenizer& tokenizer, const ChatFormat& format,
                                          const std::string& prompt, const std::string& answer, LossMode loss) {
   using R = Result<TokenRow>;
   GK_RETURN_IF_ERROR(CheckTurnTokens(tokenizer));
-  const std::string_view user = Trim(prompt), model = Trim(answer);
-  if (user.empty() || model.empty()) {
-    return R::Error(StrCat("SFT conversation: the ", user.empty() ? "prompt" : "answer", " is empty"));
+  if (Trim(prompt).empty() || Trim(answer).empty()) {
+    return R::Error(StrCat("SFT conversation: the ", Trim(prompt).empty() ? "prompt" : "answer", " is empty"));
   }
-  const int32_t bos = tokenizer.bos_id() >= 0 ? tokenizer.bos_id() : config.bos_token_id;
-  // Text between two control tokens is encoded as one string, as Hugging Face does when it
-  // tokenizes the rendered template (the markers are added tokens, so it splits there too).
+  Result<Rendered> r = RenderConversation(tokenizer, format, prompt, answer);
+  if (!r.ok()) return r.status().Wrap(StrCat("chat template ", format.Describe()));
   TokenRow row;
-  std::vector<int32_t>& t = row.tokens;
-  t = {bos, kTurnId};
-  Append(&t, tokenizer.Encode(StrCat("user\n", user), SpecialTokenText::kAsText));
-  t.push_back(kTurnEndId);
-  Append(&t, tokenizer.Encode("\n", SpecialTokenText::kAsText));
-  t.push_back(kTurnId);
-  const std::vector<int32_t> header = tokenizer.Encode("model\n", SpecialTokenText::kAsText);
-  std::vector<int32_t> turn = tokenizer.Encode(StrCat("model\n", model), SpecialTokenText::kAsText);
-  if (turn.size() <= header.size() || !std::equal(header.begin(), header.end(), turn.begin())) {
-    // A piece merged across the header/body boundary (no Gemma piece does: none starts with
-    // "\n" and then non-whitespace, and the body is trimmed); split it so the mask is exact.
-    turn = header;
-    Append(&turn, tokenizer.Encode(model, SpecialTokenText::kAsText));
-  }
-  const size_t body_begin = t.size() + header.size();
-  Append(&t, turn);
-  t.push_back(kTurnEndId);
-  const size_t body_end = t.size();  // the body and its <turn|>
-  // The template's newline after <turn|>: kept so a row is the chat template's rendering of the
-  // conversation (and the reference's "<end_of_turn>\n"), but not a target: generation stops at <turn|>.
-  Append(&t, tokenizer.Encode("\n", SpecialTokenText::kAsText));
-
-  row.loss_mask.assign(t.size(), 0);
+  row.tokens = std::move(r->tokens);
+  row.loss_mask.assign(row.tokens.size(), 0);
   if (loss == LossMode::kAll) {
     std::fill(row.loss_mask.begin() + 1, row.loss_mask.end(), 1);
   } else {
-    std::fill(row.loss_mask.begin() + long(body_begin), row.loss_mask.begin() + long(body_end), 1);
+    // The answer and its end-of-turn; what the template writes after it ("\n") is no target:
+    // generation stops at the end-of-turn.
+    std::fill(row.loss_mask.begin() + long(r->begin), row.loss_mask.begin() + long(r->end) + 1, 1);
   }
   return row;
 }
 
 Result<std::vector<TokenRow>> PrepareSft(const std::string& jsonl_path, const Tokenizer& tokenizer,
-                                         const ModelConfig& config, const SftPrepareOptions& options,
+                                         const ChatFormat& format, const SftPrepareOptions& options,
                                          SftPrepareReport* report) {
   using R = Result<std::vector<TokenRow>>;
   if (options.max_seq_len < 1) return R::Error(StrCat("max_seq_len is ", options.max_seq_len, ", must be >= 1"));
@@ -331,7 +361,8 @@ Result<std::vector<TokenRow>> PrepareSft(const std::string& jsonl_path, const To
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (IsBlank(line)) continue;
     ++rep.raw;
-    RowOutcome out = ProcessLine(line, tokenizer, config, options);
+    RowOutcome out = ProcessLine(line, tokenizer, format, options);
+    if (!out.fatal.ok()) return out.fatal.Wrap(StrCat(jsonl_path, " line ", line_no));
     if (!out.row) {
       ++rep.dropped[SftDropName(out.drop)];
       if (rep.examples.size() < kMaxExamples) {

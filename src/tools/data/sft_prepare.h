@@ -2,24 +2,30 @@
 // the length statistics used to choose max_seq_len (`gemmakit data stats`).
 // The recipe is the reference case's (../shared/paper/FACTS.md §1 items 1-2):
 //   * a row is a JSON object with string fields "prompt" and "response" ("system" is read but
-//     dropped: the Gemma chat template of the time had no system role);
+//     dropped: the Gemma chat template of the reference had no system role, and rows stay the
+//     reference's; a template may still write a system turn of its own);
 //   * the response's <think>...</think> block is removed; inside <answer>...</answer> (or the
 //     whole remaining text when there is no answer block) the first ```verilog fenced block is
 //     kept and re-emitted as "```verilog\n<code>\n```";
-//   * conversation = one user turn (the prompt) and one model turn (the cleaned answer) in the
-//     Gemma 4 chat format (Gemma 3 for a Gemma 3 model), control tokens by id, BOS first;
-//   * loss "assistant": the mask covers the model turn's body and its end-of-turn marker;
+//   * conversation = one user turn (the prompt) and one model turn (the cleaned answer), rendered
+//     by the model's chat template (ChatFormat: --chat-template, else the checkpoint's
+//     chat_template.jinja / tokenizer_config.json, else the built-in Gemma 4 / Gemma 3 one), so
+//     training sees the serving format; tokenized injection-safe (a prompt spelling "<|turn>"
+//     gets ordinary pieces);
+//   * loss "assistant": the mask covers what follows the prompt's rendering (the user turn and
+//     the generation prompt) up to and including the end-of-turn token (<turn|> / Gemma 3's
+//     <end_of_turn>, id 106), not what the template writes after it;
 //     loss "all": every token after the first (the GPU baseline's objective);
 //   * rows longer than max_seq_len tokens are dropped, not truncated.
-// The token stream of a row (ids 2, 105, 106 by id for either arch; text encoded as text, so a
-// prompt spelling "<|turn>" gets ordinary pieces):
+// With the built-in template (and the one `gemmakit init` writes, and the official Gemma 4 31B
+// one) a row is
 //   <bos> <|turn> "user\n{prompt, trimmed}" <turn|> "\n" <|turn> "model\n" {answer, trimmed} <turn|> "\n"
 //   loss mask, assistant: 0 up to and including "model\n", 1 on the answer and its <turn|>, 0 on the "\n";
 //   loss mask, all: 0 on <bos>, 1 on every other token.
-// i.e. exactly ApplyGemma4ChatTemplate / ApplyGemma3ChatTemplate of (user, assistant) without a
-// generation prompt (and without the empty thought block the inference template adds). The
-// trailing "\n" is kept (the reference's "<end_of_turn>\n") but is never a target in assistant
-// mode: generation stops at <turn|>.
+// i.e. the template's rendering of (user, assistant) without a generation prompt: a finished turn
+// carries no empty thought block, though Gemma 4's generation prompt adds one, so the answer
+// starts where the two renderings part (AnswerStart in the .cc). The trailing "\n" is kept (the
+// reference's "<end_of_turn>\n") but is never a target in assistant mode: generation stops at <turn|>.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +33,9 @@
 #include <string>
 #include <vector>
 
+#include "formats/chat_format.h"
 #include "formats/token_dataset.h"
 #include "formats/tokenizer.h"
-#include "model/config.h"
 #include "util/result.h"
 
 namespace gk::data {
@@ -71,15 +77,18 @@ struct SftPrepareReport {
   int64_t tokens = 0, loss_tokens = 0;     // over kept rows
 };
 
-// Tokenizes one conversation (user prompt, model answer) with its loss mask.
-Result<TokenRow> TokenizeSftConversation(const Tokenizer& tokenizer, const ModelConfig& config,
+// Renders one conversation (user prompt, model answer) through `format` and tokenizes it with its
+// loss mask. Errors name the template when its renderings do not fit together (the conversation
+// does not continue the prompt, or no end-of-turn token follows the answer).
+Result<TokenRow> TokenizeSftConversation(const Tokenizer& tokenizer, const ChatFormat& format,
                                          const std::string& prompt, const std::string& answer,
                                          LossMode loss);
 
-// Reads a CodeV-R1 JSONL file; bad rows are counted and skipped, never fatal. Errors only when
-// the file cannot be read.
+// Reads a CodeV-R1 JSONL file; bad rows are counted and skipped. Errors when the file cannot be
+// read, or when the chat template fails on a row ("line N: chat template X: ..."): that is the
+// template's fault, not the row's, and would drop every row.
 Result<std::vector<TokenRow>> PrepareSft(const std::string& jsonl_path, const Tokenizer& tokenizer,
-                                         const ModelConfig& config, const SftPrepareOptions& options,
+                                         const ChatFormat& format, const SftPrepareOptions& options,
                                          SftPrepareReport* report);
 
 // Token-length statistics of a set of rows: count, min, max, mean, percentiles

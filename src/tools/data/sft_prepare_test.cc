@@ -8,15 +8,20 @@
 #include "formats/chat_template.h"
 #include "formats/gemma4_tokens.h"
 #include "formats/layout_tokenizer_test_util.h"
-#include "model/presets.h"
 #include "util/atomic_file.h"
 #include "util/test_temp_dir.h"
 
 namespace gk::data {
 namespace {
 
-ModelConfig Gemma4Config() { return *PresetConfig("tiny"); }
-ModelConfig Gemma3Config() { return *PresetConfig("gemma3-270m"); }
+// The built-in templates: a model directory without a template of its own.
+ChatFormat Builtin(BuiltinChat which) {
+  const std::string dir = TestTempDir("gk_sft_builtin_format");
+  std::filesystem::create_directories(dir);
+  return ChatFormat::ForModel(dir, which).value();
+}
+ChatFormat Gemma4Format() { return Builtin(BuiltinChat::kGemma4); }
+ChatFormat Gemma3Format() { return Builtin(BuiltinChat::kGemma3); }
 
 std::string Cleaned(const std::string& response) {
   auto r = CleanCodeV1Response(response);
@@ -91,7 +96,7 @@ std::vector<int32_t> Concat(std::initializer_list<std::vector<int32_t>> parts) {
 TEST(TokenizeSftConversationTest, ExactIdsAndMaskWithTheLayoutTokenizer) {
   // No merges: one id per character. a=365 ... z=390, "\n"=107.
   const Tokenizer tok = LayoutTokenizer(/*gemma4_names=*/true);
-  auto row = TokenizeSftConversation(tok, Gemma4Config(), "  hi\n", "\nok ", LossMode::kAssistant);
+  auto row = TokenizeSftConversation(tok, Gemma4Format(), "  hi\n", "\nok ", LossMode::kAssistant);
   ASSERT_TRUE(row.ok()) << row.message();
   const std::vector<int32_t> want = {
       2,   105, 385, 383, 369, 382, 107, 372, 373, 106, 107,  // <bos><|turn>user\nhi<turn|>\n
@@ -102,7 +107,7 @@ TEST(TokenizeSftConversationTest, ExactIdsAndMaskWithTheLayoutTokenizer) {
   mask[18] = mask[19] = mask[20] = 1;  // "o", "k", <turn|>
   EXPECT_EQ(row->loss_mask, mask);
 
-  auto all = TokenizeSftConversation(tok, Gemma4Config(), "  hi\n", "\nok ", LossMode::kAll);
+  auto all = TokenizeSftConversation(tok, Gemma4Format(), "  hi\n", "\nok ", LossMode::kAll);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->tokens, want);
   std::vector<uint8_t> all_mask(want.size(), 1);
@@ -110,18 +115,18 @@ TEST(TokenizeSftConversationTest, ExactIdsAndMaskWithTheLayoutTokenizer) {
   EXPECT_EQ(all->loss_mask, all_mask);
 
   // Gemma 3 names on the same slots, for a Gemma 3 model: the same ids.
-  auto g3 = TokenizeSftConversation(LayoutTokenizer(false), Gemma3Config(), "hi", "ok", LossMode::kAssistant);
+  auto g3 = TokenizeSftConversation(LayoutTokenizer(false), Gemma3Format(), "hi", "ok", LossMode::kAssistant);
   ASSERT_TRUE(g3.ok()) << g3.message();
   EXPECT_EQ(g3->tokens, want);
   EXPECT_EQ(g3->loss_mask, mask);
 
   // Marker text typed by the user stays text.
-  auto typed = TokenizeSftConversation(tok, Gemma4Config(), "<|turn>", "ok", LossMode::kAssistant);
+  auto typed = TokenizeSftConversation(tok, Gemma4Format(), "<|turn>", "ok", LossMode::kAssistant);
   ASSERT_TRUE(typed.ok());
   EXPECT_EQ(std::count(typed->tokens.begin(), typed->tokens.end(), 105), 2);
 
-  EXPECT_FALSE(TokenizeSftConversation(tok, Gemma4Config(), " \n", "ok", LossMode::kAll).ok());
-  EXPECT_FALSE(TokenizeSftConversation(tok, Gemma4Config(), "hi", "", LossMode::kAll).ok());
+  EXPECT_FALSE(TokenizeSftConversation(tok, Gemma4Format(), " \n", "ok", LossMode::kAll).ok());
+  EXPECT_FALSE(TokenizeSftConversation(tok, Gemma4Format(), "hi", "", LossMode::kAll).ok());
 }
 
 TEST(TokenizeSftConversationTest, RefusesATokenizerWithoutGemmaTurnMarkers) {
@@ -129,7 +134,7 @@ TEST(TokenizeSftConversationTest, RefusesATokenizerWithoutGemmaTurnMarkers) {
       {"model", {{"type", "BPE"}, {"vocab", {{"<bos>", 0}, {"a", 1}}}, {"merges", nlohmann::json::array()}}}};
   auto tok = Tokenizer::FromJson(j.dump());
   ASSERT_TRUE(tok.ok()) << tok.message();
-  auto row = TokenizeSftConversation(*tok, Gemma4Config(), "a", "a", LossMode::kAll);
+  auto row = TokenizeSftConversation(*tok, Gemma4Format(), "a", "a", LossMode::kAll);
   ASSERT_FALSE(row.ok());
   EXPECT_NE(row.message().find("ids 105 and 106"), std::string::npos) << row.message();
 }
@@ -148,7 +153,7 @@ TEST(TokenizeSftConversationRealTokenizerTest, ExactIdsAndEqualsTheChatTemplate)
 
   const std::string prompt = " Write module `and2`: y = a & b.\n";
   const std::string answer = "```verilog\nmodule and2(input a, b, output y);\n  assign y = a & b;\nendmodule\n```";
-  auto row = TokenizeSftConversation(*g4, Gemma4Config(), prompt, answer, LossMode::kAssistant);
+  auto row = TokenizeSftConversation(*g4, Gemma4Format(), prompt, answer, LossMode::kAssistant);
   ASSERT_TRUE(row.ok()) << row.message();
   // Pieces: <bos> <|turn> user \n Write ▁module ▁` and 2 `: ▁y ▁= ▁a ▁& ▁b . <turn|> \n <|turn> model \n
   const std::vector<int32_t> header = {2,   105, 2364, 107, 6974, 9173, 2165, 624, 236778, 75118, 570,
@@ -171,7 +176,7 @@ TEST(TokenizeSftConversationRealTokenizerTest, ExactIdsAndEqualsTheChatTemplate)
   EXPECT_EQ(row->tokens, ApplyGemma4ChatTemplate(*g4, chat, no_prompt).value());
   EXPECT_EQ(row->tokens, ApplyGemma3ChatTemplate(*g3, chat, no_prompt).value());
   EXPECT_EQ(row->tokens, g3->Encode(RenderGemma3ChatText(chat, no_prompt).value()));
-  auto row3 = TokenizeSftConversation(*g3, Gemma3Config(), prompt, answer, LossMode::kAssistant);
+  auto row3 = TokenizeSftConversation(*g3, Gemma3Format(), prompt, answer, LossMode::kAssistant);
   ASSERT_TRUE(row3.ok()) << row3.message();
   EXPECT_EQ(row3->tokens, row->tokens);
   EXPECT_EQ(row3->loss_mask, row->loss_mask);
@@ -219,7 +224,7 @@ TEST(PrepareSftTest, CountsAndSkipsEveryKindOfBadRow) {
   SftPrepareOptions o;
   o.max_seq_len = 60;
   SftPrepareReport rep;
-  auto rows = PrepareSft(path, tok, Gemma4Config(), o, &rep);
+  auto rows = PrepareSft(path, tok, Gemma4Format(), o, &rep);
   ASSERT_TRUE(rows.ok()) << rows.message();
   EXPECT_EQ(rep.raw, 14);  // blank lines are not rows
   EXPECT_EQ(rep.kept, 3);
@@ -236,11 +241,11 @@ TEST(PrepareSftTest, CountsAndSkipsEveryKindOfBadRow) {
   // backticks are byte tokens) + <turn|>"\n" = 37 ids, 18 of them targets.
   EXPECT_EQ((*rows)[0].tokens.size(), 37u);
   EXPECT_EQ(std::accumulate((*rows)[0].loss_mask.begin(), (*rows)[0].loss_mask.end(), 0), 18);
-  const std::vector<int32_t> want_row0 = TokenizeSftConversation(tok, Gemma4Config(), "hi", "```verilog\nab\n```",
+  const std::vector<int32_t> want_row0 = TokenizeSftConversation(tok, Gemma4Format(), "hi", "```verilog\nab\n```",
                                                                  LossMode::kAssistant)
                                              ->tokens;
   EXPECT_EQ((*rows)[0].tokens, want_row0);
-  EXPECT_EQ((*rows)[1].tokens, TokenizeSftConversation(tok, Gemma4Config(), "yo", "```verilog\nx\n```",
+  EXPECT_EQ((*rows)[1].tokens, TokenizeSftConversation(tok, Gemma4Format(), "yo", "```verilog\nx\n```",
                                                        LossMode::kAssistant)
                                    ->tokens);
   int64_t tokens = 0, loss = 0;
@@ -255,13 +260,13 @@ TEST(PrepareSftTest, CountsAndSkipsEveryKindOfBadRow) {
   // Loss over everything: every token but the first of each row.
   o.loss = LossMode::kAll;
   SftPrepareReport all;
-  ASSERT_TRUE(PrepareSft(path, tok, Gemma4Config(), o, &all).ok());
+  ASSERT_TRUE(PrepareSft(path, tok, Gemma4Format(), o, &all).ok());
   EXPECT_EQ(all.loss_tokens, all.tokens - all.kept);
 
   // A longer limit keeps the long row.
   o.max_seq_len = 1000;
   SftPrepareReport longer;
-  ASSERT_TRUE(PrepareSft(path, tok, Gemma4Config(), o, &longer).ok());
+  ASSERT_TRUE(PrepareSft(path, tok, Gemma4Format(), o, &longer).ok());
   EXPECT_EQ(longer.kept, 4);
   EXPECT_EQ(longer.dropped["too_long"], 0);
 }
@@ -271,7 +276,7 @@ TEST(PrepareSftTest, MaxRowsCountsInputRows) {
   SftPrepareOptions o;
   o.max_rows = 3;  // lines 1, 4 and 5: the blank lines 2-3 are not rows
   SftPrepareReport rep;
-  auto rows = PrepareSft(path, LayoutTokenizer(true), Gemma4Config(), o, &rep);
+  auto rows = PrepareSft(path, LayoutTokenizer(true), Gemma4Format(), o, &rep);
   ASSERT_TRUE(rows.ok()) << rows.message();
   EXPECT_EQ(rep.raw, 3);
   EXPECT_EQ(rep.kept, 1);
@@ -280,20 +285,20 @@ TEST(PrepareSftTest, MaxRowsCountsInputRows) {
 
 TEST(PrepareSftTest, OnlyAnUnreadableFileIsAnError) {
   SftPrepareReport rep;
-  auto missing = PrepareSft("/nonexistent/sft.jsonl", LayoutTokenizer(true), Gemma4Config(), {}, &rep);
+  auto missing = PrepareSft("/nonexistent/sft.jsonl", LayoutTokenizer(true), Gemma4Format(), {}, &rep);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("/nonexistent/sft.jsonl"), std::string::npos) << missing.message();
 
   static const char kGarbage[] = "\x00\x01\xfe{{{\n[[[[[[\n\"x\n";
   const std::string path = WriteJsonl("gk_sft_garbage", std::string(kGarbage, sizeof(kGarbage) - 1));
-  auto garbage = PrepareSft(path, LayoutTokenizer(true), Gemma4Config(), {}, &rep);
+  auto garbage = PrepareSft(path, LayoutTokenizer(true), Gemma4Format(), {}, &rep);
   ASSERT_TRUE(garbage.ok()) << garbage.message();
   EXPECT_EQ(rep.raw, 3);
   EXPECT_EQ(rep.kept, 0);
   EXPECT_EQ(garbage->size(), 0u);
 
   const std::string empty = WriteJsonl("gk_sft_empty", "");
-  ASSERT_TRUE(PrepareSft(empty, LayoutTokenizer(true), Gemma4Config(), {}, &rep).ok());
+  ASSERT_TRUE(PrepareSft(empty, LayoutTokenizer(true), Gemma4Format(), {}, &rep).ok());
   EXPECT_EQ(rep.raw, 0);
 }
 
@@ -351,7 +356,7 @@ TEST(PrepareSftTest, NumberTooLargeForADoubleIsAnInvalidRow) {
   const std::string path = WriteJsonl("gk_sft_huge_number", R"({"prompt": "hi", "response": "x", "n": 1e999})");
   SftPrepareOptions o;
   SftPrepareReport rep;
-  auto rows = PrepareSft(path, LayoutTokenizer(true), Gemma4Config(), o, &rep);
+  auto rows = PrepareSft(path, LayoutTokenizer(true), Gemma4Format(), o, &rep);
   ASSERT_TRUE(rows.ok()) << rows.message();
   EXPECT_EQ(rep.dropped["invalid_json"], 1);
   EXPECT_EQ(rep.examples, (std::vector<std::string>{"line 1: invalid_json: not valid JSON"}));

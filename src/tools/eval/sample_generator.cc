@@ -10,7 +10,6 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "formats/chat_template.h"
 #include "util/guarded_parse.h"
 
 namespace gk::eval {
@@ -45,18 +44,22 @@ Result<std::string> FirstChoiceContent(const std::string& body) {
   });
 }
 
-Result<std::vector<int32_t>> ChatPrompt(const Tokenizer& tok, const ModelConfig& config, const std::string& user) {
-  std::vector<ChatMessage> messages;
-  messages.push_back({"user", user});
-  return config.arch == Arch::kGemma3 ? ApplyGemma3ChatTemplate(tok, messages, {})
-                                      : ApplyGemma4ChatTemplate(tok, messages, {});
-}
-
 }  // namespace
 
-GenerateFn EngineGenerator(ServeEngine& engine, const Tokenizer& tokenizer, std::vector<int32_t> stop_ids) {
-  return [&engine, &tokenizer, stop_ids](const std::vector<GenerationJob>& jobs, const GenerationSettings& s,
-                                         const std::function<void(int, int)>& progress)
+Result<std::vector<int32_t>> ChatPrompt(const ChatFormat& format, const Tokenizer& tokenizer, const std::string& user) {
+  ChatRenderInput in;
+  in.messages.push_back({{"role", "user"}, {"content", user}});
+  Result<std::vector<int32_t>> ids = format.Apply(tokenizer, in);
+  if (!ids.ok()) return ids.status().Wrap(StrCat("chat template ", format.Describe()));
+  return ids;
+}
+
+GenerateFn EngineGenerator(ServeEngine& engine, const Tokenizer& tokenizer, ChatFormat format,
+                           std::vector<int32_t> stop_ids) {
+  auto shared_format = std::make_shared<const ChatFormat>(std::move(format));  // GenerateFn is copyable
+  return [&engine, &tokenizer, shared_format, stop_ids](const std::vector<GenerationJob>& jobs,
+                                                        const GenerationSettings& s,
+                                                        const std::function<void(int, int)>& progress)
              -> Result<std::vector<std::string>> {
     struct State {
       std::mutex mu;
@@ -68,7 +71,7 @@ GenerateFn EngineGenerator(ServeEngine& engine, const Tokenizer& tokenizer, std:
     auto st = std::make_shared<State>();
     st->tokens.resize(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
-      auto prompt = ChatPrompt(tokenizer, engine.config(), jobs[i].user_message);
+      auto prompt = ChatPrompt(*shared_format, tokenizer, jobs[i].user_message);
       if (!prompt.ok()) return prompt.status();
       EngineRequest req;
       req.prompt = std::move(*prompt);

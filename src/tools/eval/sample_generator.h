@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engines/serve/engine.h"
+#include "formats/chat_format.h"
 #include "formats/tokenizer.h"
 #include "util/result.h"
 
@@ -30,9 +31,14 @@ struct GenerationSettings {
 using GenerateFn = std::function<Result<std::vector<std::string>>(
     const std::vector<GenerationJob>&, const GenerationSettings&, const std::function<void(int, int)>& progress)>;
 
-// The engine must outlive the returned function. Prompts longer than the engine's
-// max_model_len (minus max_tokens) are an error naming the sample.
-GenerateFn EngineGenerator(ServeEngine& engine, const Tokenizer& tokenizer, std::vector<int32_t> stop_ids);
+// One user turn and the generation prompt, rendered by `format` (the model's chat template, as
+// a server would render the same request) and tokenized injection-safe.
+Result<std::vector<int32_t>> ChatPrompt(const ChatFormat& format, const Tokenizer& tokenizer, const std::string& user);
+
+// The engine must outlive the returned function. Each prompt is ChatPrompt(format, ...); prompts
+// longer than the engine's max_model_len (minus max_tokens) are an error naming the sample.
+GenerateFn EngineGenerator(ServeEngine& engine, const Tokenizer& tokenizer, ChatFormat format,
+                           std::vector<int32_t> stop_ids);
 
 // model: the served name ("" : the first of GET /v1/models). api_key "" sends none.
 GenerateFn ServerGenerator(const std::string& base_url, const std::string& model, const std::string& api_key,
