@@ -28,6 +28,7 @@
 #include "server/http_server.h"
 #include "server/model_registry.h"
 #include "server/serve_flags.h"
+#include "util/guarded_parse.h"
 #include "util/open_file_limit.h"
 #include "util/stop_signals.h"
 
@@ -110,6 +111,10 @@ int RunServe(int argc, char** argv) {
                  "gemma4: <|tool_call> blocks become tool_calls when a request gives tools; none: text "
                  "(auto: gemma4 for Gemma 4 checkpoints)")
       ->check(CLI::IsMember({"auto", "gemma4", "none"}));
+  std::string default_kwargs_text;
+  app.add_option("--default-chat-template-kwargs", default_kwargs_text,
+                 "JSON object of chat_template_kwargs for every chat request, under the request's own "
+                 "(e.g. '{\"enable_thinking\": true}'), as vLLM's flag");
   bool auto_tool_choice = false;  // vLLM needs it for tool_choice "auto"; here the parser suffices
   app.add_flag("--enable-auto-tool-choice", auto_tool_choice, "accepted for vLLM compatibility (always on)");
   EngineFlags engine_flags;
@@ -170,6 +175,13 @@ int RunServe(int argc, char** argv) {
   auto chat_format = ChatFormat::ForModel(
       model_dir, config.arch == Arch::kGemma3 ? BuiltinChat::kGemma3 : BuiltinChat::kGemma4, chat_template);
   if (!chat_format.ok()) return Fail(chat_format.status());
+  nlohmann::ordered_json default_kwargs = nlohmann::ordered_json::object();
+  if (!default_kwargs_text.empty()) {
+    auto parsed = ParseOrderedJson(default_kwargs_text, "--default-chat-template-kwargs");
+    if (!parsed.ok()) return Fail(parsed.status());
+    if (!parsed->is_object()) return Fail("--default-chat-template-kwargs must be a JSON object");
+    default_kwargs = std::move(*parsed);
+  }
   const bool gemma4 = config.arch == Arch::kGemma4;
   if (served_names.empty()) served_names.push_back(model_dir);
   // Declared before the engine so it outlives every engine callback (they record queue times).
@@ -185,6 +197,7 @@ int RunServe(int argc, char** argv) {
   ctx.config = &eng.config();
   ctx.eos_ids = StopIds(config, *tokenizer);
   ctx.chat_format = &*chat_format;
+  ctx.default_chat_template_kwargs = default_kwargs;
   ctx.reasoning_parser = reasoning_parser == "gemma4" || (reasoning_parser == "auto" && gemma4);
   ctx.tool_call_parser = tool_call_parser == "gemma4" || (tool_call_parser == "auto" && gemma4);
   ctx.max_model_len = cap.max_model_len;

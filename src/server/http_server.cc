@@ -166,6 +166,7 @@ void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response
   }
   ModelTarget target;
   if (auto e = CheckModel(r.model, &target)) return SendError(res, *e);
+  if (kind == ApiKind::kChat) ApplyDefaultKwargs(ctx_.default_chat_template_kwargs, &r.chat);
   auto session = std::make_shared<RequestSession>(ctx_, std::move(r), target.name, arrival);
   if (auto e = session->Start()) return SendError(res, *e);
   // The socket of this connection, to notice a client that hangs up while we wait.
@@ -202,6 +203,7 @@ void HttpServer::HandleTokenize(const httplib::Request& req, httplib::Response& 
   if (auto e = CheckModel(r.model, &target)) return SendError(res, *e);
   std::vector<int32_t> tokens;
   if (r.is_chat) {
+    ApplyDefaultKwargs(ctx_.default_chat_template_kwargs, &r.chat);
     if (auto e = ApplyChatTemplate(r.chat, *ctx_.tokenizer, *ctx_.config, ctx_.chat_format, &tokens)) {
       return SendError(res, *e);
     }

@@ -41,9 +41,11 @@ const ChatFormat& InitTemplate() {
 }
 
 struct Harness {
-  explicit Harness(FakeEngine::Options eo = {}, std::string api_key = "", bool parsers = false)
+  explicit Harness(FakeEngine::Options eo = {}, std::string api_key = "", bool parsers = false,
+                   const std::string& default_kwargs = "{}")
       : engine(eo), metrics("test-model") {
     ServeContext ctx;
+    ctx.default_chat_template_kwargs = nlohmann::ordered_json::parse(default_kwargs);
     ctx.reasoning_parser = parsers;
     ctx.tool_call_parser = parsers;
     if (parsers) ctx.chat_format = &InitTemplate();  // the built-in renderer has no tools
@@ -344,6 +346,25 @@ TEST(HttpServerTest, ChatReasoningAndToolCallsAreParsed) {
   j = json::parse(r->body);
   EXPECT_TRUE(j["choices"][0]["message"]["reasoning_content"].is_null());
   EXPECT_EQ(j["choices"][0]["message"]["tool_calls"], json::array());
+}
+
+// --default-chat-template-kwargs: under the request's own, which win.
+TEST(HttpServerTest, DefaultChatTemplateKwargs) {
+  Harness h({}, "", /*parsers=*/true, R"({"enable_thinking": true})");
+  const int32_t think = Id("<|think|>");
+  auto count_think = [&](const std::string& body, Harness* server = nullptr) {
+    auto r = (server ? server : &h)->Post("/tokenize", body);
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+    const json j = json::parse(r ? r->body : "{}");
+    int n = 0;
+    for (const json& t : j.value("tokens", json::array())) n += t.get<int32_t>() == think ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(count_think(R"({"messages": [{"role": "user", "content": "hi"}]})"), 1);
+  EXPECT_EQ(count_think(R"({"messages": [{"role": "user", "content": "hi"}],
+                           "chat_template_kwargs": {"enable_thinking": false}})"), 0);
+  Harness plain({}, "", /*parsers=*/true);  // no defaults: thinking off
+  EXPECT_EQ(count_think(R"({"messages": [{"role": "user", "content": "hi"}]})", &plain), 0);
 }
 
 TEST(HttpServerTest, StreamedReasoningAndToolCallDeltas) {

@@ -51,7 +51,6 @@ struct ChoiceOut {
   std::string finish_reason;      // "", "stop", "length", "abort", "tool_calls"
   json stop_reason;               // null, the stop string, or the stop token id
   bool role = false;              // chat chunks: carry role "assistant" in the delta
-  bool parsed = false;            // chat: the output went through the Gemma 4 parser
   std::string reasoning;          // chat: reasoning_content ("" -> null / absent from a delta)
   std::vector<Gemma4ToolCall> tool_calls;
   int tool_call_index = 0;        // chunks: the index of tool_calls[0] within the choice

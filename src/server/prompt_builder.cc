@@ -16,6 +16,14 @@ std::optional<ApiError> CheckIds(const std::vector<int32_t>& ids, int vocab, con
 
 }  // namespace
 
+void ApplyDefaultKwargs(const nlohmann::ordered_json& defaults, ChatRenderInput* input) {
+  if (!defaults.is_object() || defaults.empty()) return;
+  if (!input->kwargs.is_object()) input->kwargs = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : defaults.items()) {
+    if (!input->kwargs.contains(key)) input->kwargs[key] = value;
+  }
+}
+
 std::optional<ApiError> ApplyChatTemplate(const ChatRenderInput& input, const Tokenizer& tokenizer,
                                           const ModelConfig& config, const ChatFormat* chat,
                                           std::vector<int32_t>* out) {

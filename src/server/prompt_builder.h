@@ -28,6 +28,9 @@ std::optional<ApiError> BuildPrompts(const OpenAIRequest& request, const Tokeniz
                                      const ModelConfig& config, const ChatFormat* chat,
                                      std::vector<PreparedPrompt>* out);
 
+// The server's default chat_template_kwargs under the request's (the request's keys win).
+void ApplyDefaultKwargs(const nlohmann::ordered_json& defaults, ChatRenderInput* input);
+
 // A conversation's ids; a template error (raise_exception, bad kwargs) is a 400 on "messages".
 std::optional<ApiError> ApplyChatTemplate(const ChatRenderInput& input, const Tokenizer& tokenizer,
                                           const ModelConfig& config, const ChatFormat* chat,

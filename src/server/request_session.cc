@@ -250,7 +250,6 @@ ChoiceOut RequestSession::MakeOut(const Choice& c, std::string text, const std::
   ChoiceOut o;
   o.index = c.index;
   o.text = std::move(text);
-  o.parsed = c.parser != nullptr;
   o.logprobs = lps ? ChoiceLogprobs(*lps) : json(nullptr);
   o.finish_reason = c.done ? c.finish : "";
   o.stop_reason = c.done ? c.stop_reason : json(nullptr);

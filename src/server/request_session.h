@@ -42,6 +42,8 @@ struct ServeContext {
   int64_t max_model_len = 0;
   ServerMetrics* metrics = nullptr;
   const ChatFormat* chat_format = nullptr;  // null: the built-in template of config->arch
+  // --default-chat-template-kwargs: under every chat request's own (which win, key by key).
+  nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
   // Chat output split as vLLM's gemma4 parsers split it (formats/gemma4_output.h): the thought
   // channel becomes reasoning_content; <|tool_call> blocks become tool_calls when the request
   // gave tools and tool_choice is not "none".

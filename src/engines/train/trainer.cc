@@ -365,10 +365,6 @@ Status SaveState(Trainer::State& s, int64_t step, double elapsed) {
   return Status::Ok();
 }
 
-}  // namespace
-
-namespace {
-
 // Data parallel: the ranks' gradients (each the sum over its micro-batches) and loss counts
 // summed over all ranks, in one all-reduce each.
 Status AllReduceStep(dist::Communicator& comm, std::vector<Trainable>& trainables, std::vector<float>* flat,
