@@ -23,7 +23,9 @@ the loss check from step 2 on.
       signal 15", a complete checkpoint of the last logged step; resuming it with `-np 4` is
       refused naming the world size, with `-np 2` it completes and equals (a);
   (e) `-np 2` with one rank SIGKILLed after a checkpoint: mpirun exits non-zero and names the
-      failure, and every complete checkpoint is still intact (its files parse, sizes match).
+      failure, and every complete checkpoint is still intact (its files parse, sizes match);
+  (f) full fine-tuning with `-np 2`, and `-np 4` with an accumulation of 3 (a rank idle every
+      step), 3 steps each: losses equal to one process's within 1e-5.
 Skipped (exit 77) without mpirun. Always --threads 1 per rank.
 """
 import argparse
@@ -217,6 +219,19 @@ def main():
         compare(ref, out_e, "(e) rank killed + resume")
         print(f"(e) a rank killed: mpirun status {killed_status}, checkpoints {ck} intact, resumed to the same result",
               flush=True)
+        # (f) full fine-tuning, and more ranks than micro-batches.
+        for name, np, extra in (("full", 2, {"lora.full_finetune": True}), ("uneven", 4, {"batch.grad_accum": 3})):
+            extra = dict(extra, **{"batch.max_steps": 3, "checkpoint.save_every": 0})
+            rec_one, one = recipe(f"{name}-1", **extra)
+            rec_many, many = recipe(f"{name}-{np}", **extra)
+            run(gk, rec_one, 1)
+            run(gk, rec_many, np)
+            a, b = read_metrics(one), read_metrics(many)
+            check(len(a) == 3 and len(b) == 3, f"(f) {name}: {len(a)} and {len(b)} metrics lines")
+            for x, y in zip(a, b):
+                check(rel(x["loss"], y["loss"]) <= 1e-5 and x["tokens"] == y["tokens"],
+                      f"(f) {name}: step {x['step']}: loss {y['loss']} on {np} ranks, {x['loss']} in one process")
+            print(f"(f) {name} on {np} ranks: losses equal to one process's", flush=True)
     finish("train_dp_e2e", t0)
 
 
