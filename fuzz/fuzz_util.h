@@ -114,10 +114,7 @@ inline std::string SmallTokenizerJson() {
 // The Gemma 4 template `gemmakit init` writes (tools, tool calls, thinking), parsed once.
 inline const ChatFormat& InitChatFormat() {
   static const ChatFormat* format = [] {
-    auto config = RenameToGemma4TokenizerConfig(R"({"chat_template": "x"})");
-    Check(config.ok());
-    auto f = ChatFormat::FromSource(
-        {nlohmann::json::parse(*config)["chat_template"].get<std::string>(), "init template"});
+    auto f = ChatFormat::FromSource({std::string(Gemma4InitChatTemplate()), "init template"});
     Check(f.ok());
     return new ChatFormat(std::move(f).value());
   }();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "util/result.h"
 
@@ -65,5 +66,9 @@ Result<Communicator*> World();
 
 // A string from `root` to every rank (its length first).
 Status BroadcastString(Communicator& comm, std::string* s, int root);
+
+// Every buffer summed over the ranks, in one all-reduce through `scratch` (one call for many
+// small gradients instead of one each).
+Status AllReduceSumAll(Communicator& comm, std::span<const std::span<float>> buffers, std::vector<float>* scratch);
 
 }  // namespace gk::dist

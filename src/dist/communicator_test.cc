@@ -88,6 +88,16 @@ TEST_F(MpiCommunicatorTest, AllGatherAndReduceScatter) {
   EXPECT_FALSE(comm->ReduceScatterSum(blocks, std::span<float>(mine.data(), 2)).ok());
 }
 
+TEST_F(MpiCommunicatorTest, AllReduceSumAllSplitsTheSumsBackIntoEachBuffer) {
+  const int r = comm->rank(), n = comm->size();
+  std::vector<float> a = {float(r), 1.f}, b = {float(2 * r)};
+  std::vector<float> scratch;
+  const std::span<float> buffers[] = {a, b};
+  ASSERT_TRUE(AllReduceSumAll(*comm, buffers, &scratch).ok());
+  EXPECT_EQ(a, (std::vector<float>{float(n * (n - 1) / 2), float(n)}));
+  EXPECT_EQ(b, (std::vector<float>{float(n * (n - 1))}));
+}
+
 TEST_F(MpiCommunicatorTest, BroadcastAndBarrier) {
   std::string s = comm->rank() == 1 ? std::string(100000, 'x') + "end" : "";
   ASSERT_TRUE(BroadcastString(*comm, &s, 1).ok());

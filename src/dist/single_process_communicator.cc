@@ -50,4 +50,16 @@ Status BroadcastString(Communicator& comm, std::string* s, int root) {
   return comm.Broadcast(std::as_writable_bytes(std::span<char>(s->data(), s->size())), root);
 }
 
+Status AllReduceSumAll(Communicator& comm, std::span<const std::span<float>> buffers, std::vector<float>* scratch) {
+  scratch->clear();
+  for (std::span<float> b : buffers) scratch->insert(scratch->end(), b.begin(), b.end());
+  GK_RETURN_IF_ERROR(comm.AllReduceSum(std::span<float>(*scratch)));
+  size_t at = 0;
+  for (std::span<float> b : buffers) {
+    std::copy(scratch->begin() + ptrdiff_t(at), scratch->begin() + ptrdiff_t(at + b.size()), b.begin());
+    at += b.size();
+  }
+  return Status::Ok();
+}
+
 }  // namespace gk::dist

@@ -429,7 +429,7 @@ Result<std::string> RenameToGemma4TokenizerConfigUnguarded(const std::string& ge
     for (auto& [key, value] : c["extra_special_tokens"].items()) rename(value);
   }
   c["add_bos_token"] = false;
-  c["chat_template"] = std::string(kChatTemplate);
+  c["chat_template"] = std::string(Gemma4InitChatTemplate());
   return c.dump(2, ' ', false, ojson::error_handler_t::replace);
 }
 
@@ -445,5 +445,7 @@ Result<std::string> RenameToGemma4TokenizerConfig(const std::string& gemma3_conf
   return GuardedParse("tokenizer_config.json",
                       [&] { return RenameToGemma4TokenizerConfigUnguarded(gemma3_config_json); });
 }
+
+std::string_view Gemma4InitChatTemplate() { return kChatTemplate; }
 
 }  // namespace gk

@@ -42,4 +42,7 @@ Result<std::string> RenameToGemma4Tokens(const std::string& gemma3_tokenizer_jso
 // conversations: system turn, thinking, tools, tool calls and results, the generation prompt.
 Result<std::string> RenameToGemma4TokenizerConfig(const std::string& gemma3_config_json);
 
+// That chat template's text (what init writes as tokenizer_config.json's "chat_template").
+std::string_view Gemma4InitChatTemplate();
+
 }  // namespace gk

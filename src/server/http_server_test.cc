@@ -30,10 +30,7 @@ using json = nlohmann::json;
 // The Gemma 4 template `gemmakit init` writes (tools, tool calls, thinking).
 const ChatFormat& InitTemplate() {
   static const ChatFormat* format = [] {
-    Result<std::string> config = RenameToGemma4TokenizerConfig(R"({"chat_template": "x", "bos_token": "<bos>"})");
-    EXPECT_TRUE(config.ok()) << config.message();
-    Result<ChatFormat> f = ChatFormat::FromSource(
-        {json::parse(config.ok() ? *config : "{}").value("chat_template", std::string()), "init template"});
+    Result<ChatFormat> f = ChatFormat::FromSource({std::string(Gemma4InitChatTemplate()), "init template"});
     EXPECT_TRUE(f.ok()) << f.message();
     return new ChatFormat(f.ok() ? std::move(*f) : ChatFormat::Builtin(BuiltinChat::kGemma4));
   }();

@@ -17,7 +17,6 @@ control-token slots.
     /usr/bin/python3 tests/chat_template/init_template_test.py --gemmakit build/gemmakit
 """
 
-import argparse
 import json
 import os
 import re
@@ -104,14 +103,8 @@ def compare_with_official(ours, official, cases):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--gemmakit", required=True, help="the gemmakit binary")
-    parser.add_argument("--jinja-render", help="the test driver (default: BUILD/tests/chat_template/jinja_render)")
-    args = parser.parse_args()
-    build_dir = os.path.dirname(os.path.abspath(args.gemmakit))
-    jinja_render = args.jinja_render or os.path.join(build_dir, "tests", "chat_template", "jinja_render")
-    if not os.path.exists(jinja_render):
-        print(f"FAIL: {jinja_render} is missing; build it (cmake --build build --target jinja_render)")
+    args, jinja_render = oracle_test.driver_arguments(__doc__.split("\n")[0])
+    if jinja_render is None:
         return 1
     ours = init_template(args.gemmakit)
     cases = all_cases()

@@ -184,8 +184,10 @@ def templates_to_check(build_dir):
     return templates
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def driver_arguments(description):
+    """The command line both chat-template tests take: (args, path of the jinja_render driver),
+    or (args, None) after saying that the driver is missing."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--gemmakit", required=True, help="the gemmakit binary (locates the build directory)")
     parser.add_argument("--jinja-render", help="the test driver (default: BUILD/tests/chat_template/jinja_render)")
     args = parser.parse_args()
@@ -193,7 +195,15 @@ def main():
     jinja_render = args.jinja_render or os.path.join(build_dir, "tests", "chat_template", "jinja_render")
     if not os.path.exists(jinja_render):
         print(f"FAIL: {jinja_render} is missing; build it (cmake --build build --target jinja_render)")
+        return args, None
+    return args, jinja_render
+
+
+def main():
+    args, jinja_render = driver_arguments(__doc__.split("\n")[0])
+    if jinja_render is None:
         return 1
+    build_dir = os.path.dirname(os.path.abspath(args.gemmakit))
     failures = []
     total_same = 0
     for name, source, cases in templates_to_check(build_dir):

@@ -369,20 +369,9 @@ Status SaveState(Trainer::State& s, int64_t step, double elapsed) {
 // summed over all ranks, in one all-reduce each.
 Status AllReduceStep(dist::Communicator& comm, std::vector<Trainable>& trainables, std::vector<float>* flat,
                      MicroBatchStats* stats) {
-  size_t n = 0;
-  for (const Trainable& t : trainables) n += t.grad->size();
-  flat->resize(n);
-  size_t at = 0;
-  for (const Trainable& t : trainables) {
-    std::copy(t.grad->begin(), t.grad->end(), flat->begin() + ptrdiff_t(at));
-    at += t.grad->size();
-  }
-  GK_RETURN_IF_ERROR(comm.AllReduceSum(std::span<float>(*flat)));
-  at = 0;
-  for (Trainable& t : trainables) {
-    std::copy(flat->begin() + ptrdiff_t(at), flat->begin() + ptrdiff_t(at + t.grad->size()), t.grad->begin());
-    at += t.grad->size();
-  }
+  std::vector<std::span<float>> grads;
+  for (Trainable& t : trainables) grads.emplace_back(*t.grad);
+  GK_RETURN_IF_ERROR(dist::AllReduceSumAll(comm, grads, flat));
   double counts[4] = {stats->loss_sum, double(stats->targets), double(stats->correct), double(stats->tokens)};
   GK_RETURN_IF_ERROR(comm.AllReduceSum(std::span<double>(counts)));
   stats->loss_sum = counts[0];

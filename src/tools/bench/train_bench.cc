@@ -156,16 +156,7 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
     if (comm) GK_RETURN_IF_ERROR(comm->Barrier());  // the ranks start each step together
     const double s0 = NowSeconds();
     GK_RETURN_IF_ERROR(model->ForwardBackward({&row, 1}, loss_scale, uint64_t(s), &st));
-    if (comm) {  // as the trainer: one all-reduce of every gradient
-      flat.clear();
-      for (std::span<float> g : grads) flat.insert(flat.end(), g.begin(), g.end());
-      GK_RETURN_IF_ERROR(comm->AllReduceSum(std::span<float>(flat)));
-      size_t at = 0;
-      for (std::span<float> g : grads) {
-        std::copy(flat.begin() + ptrdiff_t(at), flat.begin() + ptrdiff_t(at + g.size()), g.begin());
-        at += g.size();
-      }
-    }
+    if (comm) GK_RETURN_IF_ERROR(dist::AllReduceSumAll(*comm, grads, &flat));  // as the trainer
     const double dt = NowSeconds() - s0;
     if (s > 0) run.step_seconds.push_back(dt);
     run.loss = st.targets > 0 ? st.loss_sum / double(st.targets) : 0;

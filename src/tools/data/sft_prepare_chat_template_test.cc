@@ -108,13 +108,10 @@ TEST(SftChatTemplateTest, RenderingsThatDoNotFitTogetherAreAnErrorNamingTheTempl
 
 std::string RealTokenizerPath() { return std::string(GK_BINARY_DIR) + "/tokenizer/gemma3/tokenizer.json"; }
 
-// ../shared next to the checkout (GK_SOURCE_DIR/../shared), else /work/shared.
+// ../shared next to the checkout, as the other fixture tests find it ("" when absent).
 std::string SharedTemplate(const std::string& name) {
-  for (const std::string root : {std::string(GK_SOURCE_DIR) + "/../shared", std::string("/work/shared")}) {
-    const std::string path = root + "/fixtures/chat-templates/" + name;
-    if (std::filesystem::is_regular_file(path)) return path;
-  }
-  return "";
+  const std::string path = std::string(GK_SOURCE_DIR) + "/../shared/fixtures/chat-templates/" + name;
+  return std::filesystem::is_regular_file(path) ? path : "";
 }
 
 // Rows of a few conversations (unicode, marker text typed by the user, code) under each format.
@@ -161,7 +158,7 @@ TEST(SftChatTemplateTest, InitTemplateGivesTheBuiltInRows) {
 TEST(SftChatTemplateTest, Official31BTemplateGivesTheBuiltInRows) {
   const std::string source = SharedTemplate("gemma-4-31B-it.jinja");
   if (source.empty()) {
-    GTEST_SKIP() << "needs ../shared/fixtures/chat-templates/gemma-4-31B-it.jinja (or /work/shared/...)";
+    GTEST_SKIP() << "needs ../shared/fixtures/chat-templates/gemma-4-31B-it.jinja";
   }
   auto text = ReadFile(source);
   ASSERT_TRUE(text.ok()) << text.message();
