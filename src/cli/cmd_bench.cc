@@ -1,6 +1,7 @@
 // gemmakit bench model|train|serve|compare|client-check
 // gemmakit bench model --model DIR [--threads N] [--prompt-len 512] [--gen-len 128] [--repeats 3]
 //                      [--mmap] [--json] [--quantize none|q8_0] [--batch 16] [--bf16-activations split|round]
+//                      [--tp N [--no-tp-baseline]]   (under mpirun -np N: tensor parallel)
 // gemmakit bench train --model DIR --seq-len T [--rank 16] [--alpha 32] [--steps 3] [--remat | --compare-remat] [--full]
 //                      [--threads N] [--json] [--targets q,k,v,o,gate,up,down]
 #include <CLI/CLI.hpp>
@@ -42,6 +43,9 @@ int RunBench(int argc, char** argv) {
       ->check(CLI::Range(0, 4096));
   EngineFlags engine;
   engine.AddTo(*model);
+  bool no_baseline = false;
+  model->add_flag("--no-tp-baseline", no_baseline,
+                  "with --tp: skip the whole model on rank 0 alone (the scaling figure), for a model one rank cannot hold");
 
   TrainBenchOptions to;
   std::string targets = "q,k,v,o,gate,up,down";
@@ -84,6 +88,10 @@ int RunBench(int argc, char** argv) {
   o.threads = engine.threads;
   o.load_mode = mmap ? WeightLoadMode::kMmap : WeightLoadMode::kCopy;
   o.quantize = engine.Quantize();
+  auto tp = engine.TensorParallelGroup();
+  if (!tp.ok()) return Fail(tp.status());
+  o.tp = *tp;
+  o.tp_baseline = !no_baseline;
   auto r = RunModelBench(o);
   if (!r.ok()) return Fail(r.status());
   if (json) {

@@ -64,7 +64,7 @@ int RunEvalVerilog(int argc, char** argv) {
   app.add_option("--out", o.out_dir, "write generations.jsonl, samples.jsonl, summary.json and plots here");
   app.add_flag("--keep-scratch", keep, "keep each sample's scratch directory (debugging)");
   app.add_flag("--unsafe-no-sandbox", unsafe, "run generated code without the Landlock sandbox (old kernels)");
-  engine_flags.AddTo(app);
+  engine_flags.AddTo(app, /*tensor_parallel=*/false);
   CLI11_PARSE(app, argc, argv);
   engine_flags.Apply();
   o.ks.clear();

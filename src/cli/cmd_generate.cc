@@ -37,12 +37,15 @@ int RunGenerate(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   engine.Apply();
   if (prompt.empty() && chat.empty()) return Fail("give --prompt TEXT or --chat TEXT");
+  auto tp = engine.TensorParallelGroup();  // every rank runs the same steps on its share
+  if (!tp.ok()) return Fail(tp.status());
 
   auto tokenizer = LoadModelTokenizer(model_dir);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   ThreadPool pool(engine.threads);
   ModelLoadOptions lo;
   lo.quantize = engine.Quantize();
+  lo.tp = *tp;
   auto model = GemmaModel::Load(model_dir, &pool, lo);
   if (!model.ok()) return Fail(model.status());
   const ModelConfig& config = (*model)->config();

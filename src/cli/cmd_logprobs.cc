@@ -32,6 +32,8 @@ int RunLogprobs(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   engine.Apply();
   if (text.empty() && tokens_arg.empty()) return Fail("give --text TEXT or --tokens ID,ID,...");
+  auto tp = engine.TensorParallelGroup();  // every rank runs the same passes on its share
+  if (!tp.ok()) return Fail(tp.status());
 
   auto config = LoadModelConfig(model_dir);
   if (!config.ok()) return Fail(config.status());
@@ -56,11 +58,12 @@ int RunLogprobs(int argc, char** argv) {
   ModelLoadOptions lo;
   lo.max_chunk = int(chunk > 0 ? chunk : std::min<int64_t>(n, 512));
   lo.quantize = engine.Quantize();
+  lo.tp = *tp;
   auto model = GemmaModel::Load(model_dir, &pool, lo);
   if (!model.ok()) return Fail(model.status());
   const int64_t V = config->vocab_size;
   std::optional<NpyWriter> npy;
-  if (!dump.empty()) {
+  if (!dump.empty() && tp->rank == 0) {  // rank 0 alone writes
     auto w = NpyWriter::Create(dump, {n, V});
     if (!w.ok()) return Fail(w.status());
     npy.emplace(std::move(*w));

@@ -8,6 +8,7 @@
 // (src/engines/serve/). SIGTERM or SIGINT: stop accepting, let requests in flight finish, exit 0;
 // a second signal aborts what is still running.
 #include <pthread.h>
+#include <unistd.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/common.h"
+#include "dist/communicator.h"
 #include "engines/serve/engine.h"
 #include "formats/chat_format.h"
 #include "server/http_server.h"
@@ -151,6 +153,10 @@ int RunServe(int argc, char** argv) {
   // kill the server mid-drain. The handler only counts, on a thread of its own; the watcher
   // thread acts.
   InstallStopHandler(CountSignal);
+  // --tp N: rank 0 serves; the other ranks run each forward pass on their shares (after the
+  // handler: MPI's threads inherit its blocked signals).
+  auto tp = engine_flags.TensorParallelGroup();
+  if (!tp.ok()) return Fail(tp.status());
 
   if (!std::filesystem::is_directory(model_dir)) {
     return Fail(StrCat("--model ", model_dir, ": not a directory (give a Hugging Face model directory)"));
@@ -160,6 +166,7 @@ int RunServe(int argc, char** argv) {
   ThreadPool pool(engine_flags.threads);
   ModelLoadOptions lo;
   lo.quantize = engine_flags.Quantize();
+  lo.tp = *tp;
   auto model = GemmaModel::Load(model_dir, &pool, lo);
   if (!model.ok()) return Fail(model.status());
   if (kv_fraction > 0) {
@@ -170,6 +177,15 @@ int RunServe(int argc, char** argv) {
                          " MiB, but the model already takes ", used >> 20, " MiB; raise the fraction"));
     }
     eo.kv_cache_bytes = budget - used;
+  }
+  if (tp->active()) {  // every rank sizes rank 0's pool: the block ids it hands out must exist everywhere
+    Status st = tp->comm->Broadcast(std::as_writable_bytes(std::span<uint64_t>(&eo.kv_cache_bytes, 1)), 0);
+    if (!st.ok()) return Fail(st);
+    eo.tp_comm = tp->comm;
+    if (tp->rank != 0) {
+      st = ServeEngine::Follow(std::move(*model), eo);
+      return st.ok() ? 0 : Fail(st);
+    }
   }
   const ModelConfig config = (*model)->config();
   auto chat_format = ChatFormat::ForModel(
@@ -224,12 +240,19 @@ int RunServe(int argc, char** argv) {
                "%lld sliding)\n",
                (long long)cap.kv_tokens, double(cap.kv_bytes) / (1 << 20), Lower(DTypeName(cap.kv_dtype)).c_str(),
                cap.block_size, (long long)cap.num_blocks[0], (long long)cap.num_blocks[1]);
+  if (tp->active()) {
+    std::fprintf(stderr,
+                 "gemmakit serve: tensor parallel: %d ranks (%s); each holds 1/%d of the query heads, MLP and "
+                 "vocabulary, and its KV heads of every block (the KV sizes above are per rank)\n",
+                 tp->size, tp->comm->backend().c_str(), tp->size);
+  }
   std::fprintf(stderr, "gemmakit serve: chat template: %s; reasoning parser: %s; tool-call parser: %s\n",
                chat_format->Describe().c_str(), ctx.reasoning_parser ? "gemma4" : "none",
                ctx.tool_call_parser ? "gemma4" : "none");
   std::fprintf(stderr, "gemmakit serve: Maximum concurrency for %lld tokens per request: %.2fx\n",
                (long long)cap.max_model_len, cap.max_concurrency);
-  std::fprintf(stderr, "gemmakit serve: listening on http://%s:%d\n", host.c_str(), *bound);
+  // The pid: a tensor-parallel server is stopped through this process (rank 0), not mpirun.
+  std::fprintf(stderr, "gemmakit serve: listening on http://%s:%d (pid %d)\n", host.c_str(), *bound, int(getpid()));
   std::fflush(stderr);
 
   // The watcher: first signal drains, a second aborts what is still running. Shutdown is

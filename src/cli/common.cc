@@ -7,14 +7,22 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "dist/communicator.h"
 #include "kernels/matmul.h"
 #include "util/guarded_parse.h"
 
 namespace gk::cli {
 
+namespace {
+// Set by a tensor-parallel run: a rank that stopped alone would leave the others waiting in
+// their next collective, so an error on any rank ends every rank.
+dist::Communicator* g_abort_world_on_fail = nullptr;
+}  // namespace
+
 // One line whatever the message quotes (a tensor name with a newline, a NUL byte).
 int Fail(const std::string& message) {
   std::fprintf(stderr, "gemmakit: error: %s\n", OneLine(message).c_str());
+  if (g_abort_world_on_fail != nullptr) g_abort_world_on_fail->Abort(1);
   return 1;
 }
 
@@ -41,7 +49,7 @@ Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir) {
   return Tokenizer::Load(path);
 }
 
-void EngineFlags::AddTo(CLI::App& app) {
+void EngineFlags::AddTo(CLI::App& app, bool tensor_parallel) {
   app.add_option("--threads", threads, "worker threads (0 = all cores)");
   app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
       ->check(CLI::IsMember({"none", "q8_0"}));
@@ -49,6 +57,9 @@ void EngineFlags::AddTo(CLI::App& app) {
                  "split: f32-accurate products with bf16 weights (default); round: activations rounded to bf16, "
                  "faster prefill")
       ->check(CLI::IsMember({"split", "round"}));
+  if (!tensor_parallel) return;
+  app.add_option("--tp", tp, "tensor parallelism: split the model over the N ranks of `mpirun -np N`")
+      ->check(CLI::Range(1, 4096));
 }
 
 void EngineFlags::Apply() const {
@@ -58,6 +69,22 @@ void EngineFlags::Apply() const {
 }
 
 QuantType EngineFlags::Quantize() const { return *ParseQuantType(quantize); }
+
+Result<TensorParallel> EngineFlags::TensorParallelGroup() const {
+  if (tp < 1) return Status::Error(StrCat("--tp must be at least 1, got ", tp));
+  if (tp == 1 && !dist::LaunchedByMpi()) return TensorParallel{};
+  GK_ASSIGN_OR_RETURN(dist::Communicator * world, dist::World());
+  if (world->size() != tp) {
+    return Status::Error(StrCat("--tp ", tp, " needs exactly ", tp, " ranks (mpirun -np ", tp, "); this run has ",
+                                world->size(), tp == 1 ? " (give --tp N to split the model over the ranks)" : ""));
+  }
+  if (tp == 1) return TensorParallel{};
+  if (world->rank() != 0) {  // rank 0 alone prints results
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) return Status::Error("cannot silence stdout on rank > 0");
+  }
+  g_abort_world_on_fail = world;
+  return TensorParallel{world, world->rank(), world->size()};
+}
 
 Result<std::vector<int32_t>> ParseIdList(const std::string& text) {
   std::vector<int32_t> ids;

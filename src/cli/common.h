@@ -11,6 +11,7 @@
 #include "formats/tokenizer.h"
 #include "model/config.h"
 #include "model/quantize.h"
+#include "model/tensor_parallel.h"
 #include "util/result.h"
 
 namespace gk::cli {
@@ -32,9 +33,14 @@ struct EngineFlags {
   int threads = 0;
   std::string quantize = "none";
   std::string activations;
-  void AddTo(CLI::App& app);
+  int tp = 1;
+  void AddTo(CLI::App& app, bool tensor_parallel = true);
   void Apply() const;
   QuantType Quantize() const;
+  // --tp N: every rank of `mpirun -np N` holds 1/N of the model (model/tensor_parallel.h). Ranks
+  // other than 0 then print nothing on stdout, and an error on any rank ends them all (Fail).
+  // A run under mpirun without --tp, or with another rank count, is refused.
+  Result<TensorParallel> TensorParallelGroup() const;
 };
 // Parses "1,2,3".
 Result<std::vector<int32_t>> ParseIdList(const std::string& text);

@@ -59,6 +59,7 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
   }
   Attend(l, T);
   MatMul(lw.o, s_->att.data(), T, s_->out.data(), *pool_);
+  TpSum(s_->out.data(), T * c.hidden_size);  // o is row-parallel: each rank's heads' share
 }
 
 // Writes token t's K and V rows of `head` for layer l where its position lives: its sequence's

@@ -23,6 +23,7 @@ void GemmaModel::FeedForwardBlock(int l, int64_t T) {
     GeluTanhMul(s_->gate.data() + b, s_->up.data() + b, e - b, s_->gate.data() + b);
   });
   MatMul(lw.down, s_->gate.data(), T, s_->out.data(), *pool_);
+  TpSum(s_->out.data(), T * D);  // down is row-parallel: each rank's MLP columns' share
   if (c.enable_moe_block) MoeBlock(l, T);
 }
 
@@ -69,6 +70,7 @@ void GemmaModel::MoeBlock(int l, int64_t T) {
       }
     }
   });
+  TpSum(r, T * D);  // each rank ran its share of every chosen expert's width
   RmsNormRows(r, lw.post_ffw_norm_2.data(), T, D, eps, r);
   Add(r, out, T * D);
 }
@@ -80,13 +82,22 @@ void GemmaModel::PerLayerInputs(const int32_t* tokens, int64_t T, const float* x
   float* ple = s_->ple.data();
   MatMul(weights_.ple_model_proj, x_emb, T, ple, *pool_);
   const float inv_sqrt_d = 1.f / std::sqrt(float(D)), inv_sqrt2 = 1.f / std::sqrt(2.f);
-  float* tok = s_->ple_tok.data();
+  auto table_row = [&](int64_t t, float* out) {  // zeros where another rank holds the row
+    const int64_t row = (tokens[t] < c.vocab_size_per_layer_input ? tokens[t] : c.pad_token_id) - ple_vocab_.begin;
+    if (row < 0 || row >= ple_vocab_.rows) std::fill(out, out + LP, 0.f);
+    else weights_.ple_embed.RowToF32(row, out);
+  };
+  if (tp_.active()) {  // every token's row, summed over the group at once
+    for (int64_t t = 0; t < T; ++t) table_row(t, s_->ple_tok.data() + t * LP);
+    TpSum(s_->ple_tok.data(), T * LP);
+  }
   for (int64_t t = 0; t < T; ++t) {
     float* p = ple + t * LP;
     Scale(p, LP, inv_sqrt_d);
     RmsNormRows(p, weights_.ple_proj_norm.data(), c.num_layers, P, c.rms_norm_eps, p);
-    const int32_t id = tokens[t] < c.vocab_size_per_layer_input ? tokens[t] : c.pad_token_id;
-    weights_.ple_embed.RowToF32(id, tok);
+    const float* tok = s_->ple_tok.data();
+    if (tp_.active()) tok += t * LP;
+    else table_row(t, s_->ple_tok.data());
     for (int64_t i = 0; i < LP; ++i) p[i] = (p[i] + tok[i] * ple_embed_scale_) * inv_sqrt2;
   }
 }

@@ -18,11 +18,13 @@ struct ForwardScratch {
   std::vector<float> gate, up;   // (T, Fmax)
   std::vector<float> ple;        // (T, L·P) per-layer inputs
   std::vector<float> ple_gate;   // (T, P)
-  std::vector<float> ple_tok;    // (L·P) one token's per-layer embedding row
+  std::vector<float> ple_tok;    // (L·P) one token's per-layer embedding row; (T, L·P) under tensor parallelism
   std::vector<float> router;     // (T, E)
   std::vector<float> moe_x;      // (T, D)
   std::vector<float> moe_out;    // (T, D)
   std::vector<std::vector<float>> expert_tmp;  // per thread: (3·Fe + D)
+  std::vector<float> tp_logits;    // tensor parallelism: (rows, V / tp) this rank's logits
+  std::vector<float> tp_gathered;  // (tp, rows, V / tp) every rank's
 };
 
 }  // namespace gk

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/decoder_constants.h"
+#include "dist/communicator.h"
 #include "model/forward_scratch.h"
 #include "model/paged_kv.h"
 #include "model/weight_packing.h"
@@ -15,19 +17,23 @@ namespace gk {
 Result<std::unique_ptr<GemmaModel>> GemmaModel::Load(const std::string& dir, ThreadPool* pool,
                                                      const ModelLoadOptions& options) {
   GK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  GK_ASSIGN_OR_RETURN(ModelConfig local, ShardModelConfig(config, options.tp.size));
   // Quantizing reads each matrix once into new memory: map the files rather than copy them.
   const bool quantize = options.quantize != QuantType::kNone;
-  GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(dir, config, quantize ? WeightLoadMode::kMmap : options.mode));
+  GK_ASSIGN_OR_RETURN(ModelWeights weights,
+                      LoadWeights(dir, config, quantize ? WeightLoadMode::kMmap : options.mode, options.tp));
   if (quantize) GK_RETURN_IF_ERROR(QuantizeWeights(&weights, options.quantize));
   if (options.pack) PackWeightsForCpu(&weights);
-  return std::make_unique<GemmaModel>(std::move(config), std::move(weights), pool, options.max_chunk);
+  return std::make_unique<GemmaModel>(std::move(local), std::move(weights), pool, options.max_chunk, options.tp);
 }
 
 
-GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* pool, int max_chunk)
+GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* pool, int max_chunk, TensorParallel tp)
     : config_(std::move(config)), weights_(std::move(weights)), pool_(pool), max_chunk_(std::max(1, max_chunk)),
-      s_(std::make_unique<ForwardScratch>()) {
+      tp_(tp), s_(std::make_unique<ForwardScratch>()) {
   const ModelConfig& c = config_;
+  vocab_ = VocabShard(c.vocab_size, tp_.size, tp_.rank);
+  ple_vocab_ = VocabShard(c.vocab_size_per_layer_input, tp_.size, tp_.rank);
   // The scale rounds to the checkpoint's dtype, also when the weights were quantized since.
   embed_scale_ = ScaleInDtype(c.hidden_size, weights_.checkpoint_dtype);
   if (c.hidden_size_per_layer_input > 0) {
@@ -55,7 +61,8 @@ GemmaModel::GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* poo
     const size_t P = size_t(c.hidden_size_per_layer_input);
     s_->ple.resize(T * size_t(c.num_layers) * P);
     s_->ple_gate.resize(T * P);
-    s_->ple_tok.resize(size_t(c.num_layers) * P);
+    // Under tensor parallelism every token's row at once: the rows are summed over the group.
+    s_->ple_tok.resize((tp_.active() ? T : 1) * size_t(c.num_layers) * P);
   }
   if (c.enable_moe_block) {
     s_->router.resize(T * size_t(c.num_experts));
@@ -131,11 +138,28 @@ Status GemmaModel::ForwardBatch(std::span<const BatchItem> items, float* logits)
   return Status::Ok();
 }
 
+// Under tensor parallelism the rank holding a token's row writes it and the others zeros: the
+// sum over the group is the row, exactly.
 void GemmaModel::Embed(const int32_t* tokens, int64_t T, float* x) {
   const int64_t D = config_.hidden_size;
   for (int64_t t = 0; t < T; ++t) {
-    weights_.embed.RowToF32(tokens[t], x + t * D);
+    const int64_t row = tokens[t] - vocab_.begin;
+    if (row < 0 || row >= vocab_.rows) {
+      std::fill(x + t * D, x + (t + 1) * D, 0.f);
+      continue;
+    }
+    weights_.embed.RowToF32(row, x + t * D);
     Scale(x + t * D, D, embed_scale_);
+  }
+  TpSum(x, T * D);
+}
+
+void GemmaModel::TpSum(float* x, int64_t n) {
+  if (!tp_.active()) return;
+  const Status st = tp_.comm->AllReduceSum(std::span<float>(x, size_t(n)));
+  if (!st.ok()) {  // a rank that went on alone would wait forever in the next collective
+    std::fprintf(stderr, "gemmakit: error: tensor-parallel all-reduce failed: %s\n", st.message().c_str());
+    tp_.comm->Abort(1);
   }
 }
 
@@ -297,14 +321,42 @@ void GemmaModel::RunPaged(std::span<const PagedBatchItem> items, PagedKvPool& po
 }
 
 void GemmaModel::Logits(int64_t rows, const float* h, float* logits) {
-  const int64_t D = config_.hidden_size, V = config_.vocab_size;
+  const int64_t D = config_.hidden_size;
   float* y = s_->xn.data();  // h may be y itself: the norm works in place
   RmsNormRows(h, weights_.final_norm.data(), rows, D, config_.rms_norm_eps, y);
-  MatMul(weights_.embed, y, rows, logits, *pool_);
+  // Under tensor parallelism this rank's vocabulary columns first, then every rank's gathered.
+  float* out = logits;
+  if (tp_.active()) {
+    s_->tp_logits.resize(size_t(rows * vocab_.per_rank));
+    out = s_->tp_logits.data();
+  }
+  const int64_t Vl = weights_.embed.rows;
+  MatMul(weights_.embed, y, rows, out, *pool_);
   if (config_.final_logit_softcap > 0.f) {
-    pool_->ParallelFor(rows * V, [&](int64_t b, int64_t e, int) {
-      Softcap(logits + b, e - b, config_.final_logit_softcap);
+    pool_->ParallelFor(rows * Vl, [&](int64_t b, int64_t e, int) {
+      Softcap(out + b, e - b, config_.final_logit_softcap);
     });
+  }
+  if (tp_.active()) GatherLogits(rows, logits);
+}
+
+// Every rank's (rows, its vocabulary rows) block, padded to (rows, per_rank), gathered, then
+// laid out as whole (rows, V) rows.
+void GemmaModel::GatherLogits(int64_t rows, float* logits) {
+  const int64_t V = config_.vocab_size, per = vocab_.per_rank;
+  s_->tp_gathered.resize(size_t(rows * per * tp_.size));
+  const Status st = tp_.comm->AllGather(std::span<const float>(s_->tp_logits.data(), size_t(rows * per)),
+                                        std::span<float>(s_->tp_gathered));
+  if (!st.ok()) {
+    std::fprintf(stderr, "gemmakit: error: tensor-parallel all-gather failed: %s\n", st.message().c_str());
+    tp_.comm->Abort(1);
+  }
+  for (int r = 0; r < tp_.size; ++r) {
+    const VocabRange v = VocabShard(V, tp_.size, r);
+    const float* block = s_->tp_gathered.data() + int64_t(r) * rows * per;
+    for (int64_t i = 0; i < rows; ++i) {
+      std::copy(block + i * v.rows, block + (i + 1) * v.rows, logits + i * V + v.begin);
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 #include "model/decoder_constants.h"
 #include "model/kv_cache.h"
 #include "model/quantize.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "tensor/thread_pool.h"
 
@@ -40,16 +41,22 @@ struct ModelLoadOptions {
   int max_chunk = 256;  // tokens per forward pass (prefill is cut into chunks of this size)
   bool pack = true;     // repack bf16 weights for the CPU's dot-product kernels (weight_packing.h)
   QuantType quantize = QuantType::kNone;  // quantize the matrices at load (model/quantize.h)
+  // Tensor parallelism: load only this rank's share and sum partial products over the group
+  // (model/tensor_parallel.h). Every rank must then run the same calls with the same inputs.
+  TensorParallel tp;
 };
 
 class GemmaModel {
  public:
   static Result<std::unique_ptr<GemmaModel>> Load(const std::string& dir, ThreadPool* pool,
                                                   const ModelLoadOptions& options = {});
-  GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* pool, int max_chunk);
+  // config: the rank's local config under tensor parallelism (ShardModelConfig), weights its share.
+  GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* pool, int max_chunk, TensorParallel tp = {});
   ~GemmaModel();
 
+  // Under tensor parallelism: this rank's share (its heads and MLP width; the vocabulary whole).
   const ModelConfig& config() const { return config_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
   const ModelWeights& weights() const { return weights_; }
   int max_chunk() const { return max_chunk_; }
 
@@ -108,11 +115,17 @@ class GemmaModel {
   void MoeBlock(int l, int64_t T);
   void PerLayerInputBlock(int l, int64_t T);
   void Logits(int64_t rows, const float* h, float* logits);
+  // Tensor parallelism: x ← Σ over the group of x (partial products of row-parallel matrices).
+  void TpSum(float* x, int64_t n);
+  // Logits of this rank's vocabulary rows (local, rows × vocab_.rows) gathered into whole rows.
+  void GatherLogits(int64_t rows, float* logits);
 
   ModelConfig config_;
   ModelWeights weights_;
   ThreadPool* pool_;
   int max_chunk_;
+  TensorParallel tp_;
+  VocabRange vocab_, ple_vocab_;  // the embedding rows (and PLE table rows) this rank holds
   float embed_scale_ = 1.f;
   float ple_embed_scale_ = 1.f;
   LayerRope rope_;

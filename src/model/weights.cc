@@ -10,6 +10,7 @@
 #include "formats/safetensors.h"
 #include "util/anonymous_memory.h"
 #include "model/quantize.h"
+#include "model/tensor_parallel.h"
 
 namespace gk {
 namespace {
@@ -171,28 +172,111 @@ Result<std::string> DetectWeightPrefix(const SafetensorsSet& set, const std::str
                               "and model.embed_tokens.weight); is this a Gemma checkpoint?"));
 }
 
-Result<ModelWeights> LoadWeights(const std::string& dir, const ModelConfig& c, WeightLoadMode mode) {
+namespace {
+
+// The shape of a rank's share of a tensor (model/tensor_parallel.h).
+std::vector<int64_t> SlicedShape(std::vector<int64_t> shape, const TensorSlice& s) {
+  using K = TensorSlice::Kind;
+  switch (s.kind) {
+    case K::kWhole: break;
+    case K::kRows: shape[0] = s.count; break;
+    case K::kCols: shape[1] = s.count; break;
+    case K::kExpertGateUpRows: shape[1] = 2 * s.count; break;
+    case K::kExpertCols: shape[2] = s.count; break;
+  }
+  return shape;
+}
+
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Reads a rank's share of tensor t, in its stored dtype, into dst: row ranges with one pread
+// each, column ranges from the file's mapping (only their pages are read).
+Status ReadSlice(const SafetensorsSet& set, const TensorInfo& t, const TensorSlice& s, uint8_t* dst) {
+  using K = TensorSlice::Kind;
+  const size_t es = DTypeSize(t.dtype);
+  auto read_rows = [&](uint64_t first_byte, uint64_t nbytes) {
+    TensorInfo part = t;
+    part.offset += first_byte;
+    part.nbytes = nbytes;
+    Status st = set.ReadInto(part, dst);
+    dst += nbytes;
+    return st;
+  };
+  const int64_t cols = t.shape.back();
+  const uint64_t row_bytes = uint64_t(cols) * es;
+  switch (s.kind) {
+    case K::kWhole: return set.ReadInto(t, dst);
+    case K::kRows: return read_rows(uint64_t(s.begin) * row_bytes, uint64_t(s.count) * row_bytes);
+    case K::kExpertGateUpRows: {
+      const int64_t rows = t.shape[1], half = rows / 2;
+      for (int64_t e = 0; e < t.shape[0]; ++e) {
+        for (int64_t h : {int64_t(0), half}) {
+          GK_RETURN_IF_ERROR(read_rows(uint64_t(e * rows + h + s.begin) * row_bytes, uint64_t(s.count) * row_bytes));
+        }
+      }
+      return Status::Ok();
+    }
+    case K::kCols:
+    case K::kExpertCols: {
+      GK_ASSIGN_OR_RETURN(const uint8_t* src, set.Map(t));
+      const int64_t rows = t.numel() / cols;  // every expert's rows, one after another
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(dst, src + uint64_t(r) * row_bytes + uint64_t(s.begin) * es, size_t(s.count) * es);
+        dst += size_t(s.count) * es;
+      }
+      return Status::Ok();
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelWeights> LoadWeights(const std::string& dir, const ModelConfig& c, WeightLoadMode mode,
+                                 const TensorParallel& tp) {
   GK_ASSIGN_OR_RETURN(SafetensorsSet set, SafetensorsSet::Open(dir));
   GK_ASSIGN_OR_RETURN(std::string prefix, DetectWeightPrefix(set, dir));
   ModelWeights w;
   std::set<std::string> ignored;
   std::vector<WeightSlot> expected = WeightSlots(c, prefix, &w, &ignored);
   GK_RETURN_IF_ERROR(CheckNamesAndShapes(set, expected, ignored, dir));
+  // A rank of a tensor-parallel group reads only its share of each matrix, into its own memory.
+  std::vector<TensorSlice> slices(expected.size());
+  if (tp.active()) {
+    mode = WeightLoadMode::kCopy;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const WeightSlot& x = expected[i];
+      if (!x.matrix && !x.experts) continue;
+      if (set.Find(x.name)->dtype == DType::kI8) {
+        return Status::Error(StrCat(dir, ": tensor parallelism reads bf16, f16 or f32 checkpoints; ", x.name,
+                                    " is quantized (I8); load the unquantized checkpoint with --quantize q8_0 instead"));
+      }
+      slices[i] = SliceForRank(x.name, x.shape, c, tp.size, tp.rank);
+    }
+  }
 
   // Matrices: f16 widens to f32; f32/bf16 keep their bytes (or, in mmap mode, their pages).
-  auto stored_bytes = [](const TensorInfo& t) { return t.dtype == DType::kF16 ? t.nbytes * 2 : t.nbytes; };
+  auto local_bytes = [&](const TensorInfo& t, const TensorSlice& s) {
+    return uint64_t(Numel(SlicedShape(t.shape, s))) * DTypeSize(t.dtype == DType::kF16 ? DType::kF32 : t.dtype);
+  };
   size_t total = 0;
-  for (const WeightSlot& x : expected) {
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const WeightSlot& x = expected[i];
     if (!x.matrix && !x.experts) continue;
     const TensorInfo& t = *set.Find(x.name);
     if (t.dtype == DType::kI8) total += Q8TensorBytes(t.shape);  // Q8_0: repacked, also in mmap mode
-    else if (mode == WeightLoadMode::kCopy || t.dtype == DType::kF16) total += (stored_bytes(t) + 63) / 64 * 64;
+    else if (mode == WeightLoadMode::kCopy || t.dtype == DType::kF16) total += (local_bytes(t, slices[i]) + 63) / 64 * 64;
   }
   auto storage = AllocateAnonymous(total);
   if (!storage) return Result<ModelWeights>::Error(StrCat("cannot allocate ", total, " bytes for the weights"));
   uint8_t* cursor = static_cast<uint8_t*>(storage.get());
   std::vector<uint8_t> tmp;
-  for (const WeightSlot& x : expected) {
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const WeightSlot& x = expected[i];
     const TensorInfo& t = *set.Find(x.name);
     const DType dt = t.dtype == DType::kF16 ? DType::kF32 : t.dtype;
     const uint8_t* data = nullptr;
@@ -203,26 +287,28 @@ Result<ModelWeights> LoadWeights(const std::string& dir, const ModelConfig& c, W
       continue;
     }
     if (x.matrix || x.experts) {
+      const std::vector<int64_t> shape = SlicedShape(x.shape, slices[i]);
+      const int64_t numel = Numel(shape);
       if (mode == WeightLoadMode::kMmap && t.dtype != DType::kF16) {
         GK_ASSIGN_OR_RETURN(data, set.Map(t));
       } else if (t.dtype == DType::kF16) {
-        tmp.resize(t.nbytes);
-        GK_RETURN_IF_ERROR(set.ReadInto(t, tmp.data()));
-        WidenToF32(t.dtype, tmp.data(), t.numel(), reinterpret_cast<float*>(cursor));
+        tmp.resize(size_t(numel) * 2);
+        GK_RETURN_IF_ERROR(ReadSlice(set, t, slices[i], tmp.data()));
+        WidenToF32(t.dtype, tmp.data(), numel, reinterpret_cast<float*>(cursor));
         data = cursor;
-        cursor += (stored_bytes(t) + 63) / 64 * 64;
+        cursor += (local_bytes(t, slices[i]) + 63) / 64 * 64;
       } else {
-        GK_RETURN_IF_ERROR(set.ReadInto(t, cursor));
+        GK_RETURN_IF_ERROR(ReadSlice(set, t, slices[i], cursor));
         data = cursor;
-        cursor += (t.nbytes + 63) / 64 * 64;
+        cursor += (local_bytes(t, slices[i]) + 63) / 64 * 64;
       }
-      w.matrix_bytes += uint64_t(t.numel()) * DTypeSize(dt);
+      w.matrix_bytes += uint64_t(numel) * DTypeSize(dt);
       if (x.matrix) {
-        *x.matrix = MatrixView{dt, x.shape[0], x.shape[1], data};
+        *x.matrix = MatrixView{dt, shape[0], shape[1], data};
       } else {
-        const int64_t per = x.shape[1] * x.shape[2] * int64_t(DTypeSize(dt));
-        for (int64_t ex = 0; ex < x.shape[0]; ++ex) {
-          x.experts->push_back(MatrixView{dt, x.shape[1], x.shape[2], data + ex * per});
+        const int64_t per = shape[1] * shape[2] * int64_t(DTypeSize(dt));
+        for (int64_t ex = 0; ex < shape[0]; ++ex) {
+          x.experts->push_back(MatrixView{dt, shape[1], shape[2], data + ex * per});
         }
       }
       continue;

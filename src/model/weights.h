@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/tensor_parallel.h"
 #include "tensor/matrix.h"
 #include "util/result.h"
 
@@ -110,7 +111,9 @@ enum class WeightLoadMode { kCopy, kMmap };
 
 // Reads every tensor the config calls for, checking names and shapes. Missing, extra or
 // mis-shaped tensors are named in the error; vision/audio tower tensors are skipped.
+// Under tensor parallelism (tp.active()) each matrix is only the rank's share
+// (model/tensor_parallel.h), read from the files into memory of its own (no mmap mode).
 Result<ModelWeights> LoadWeights(const std::string& model_dir, const ModelConfig& config,
-                                 WeightLoadMode mode = WeightLoadMode::kCopy);
+                                 WeightLoadMode mode = WeightLoadMode::kCopy, const TensorParallel& tp = {});
 
 }  // namespace gk

@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "dist/communicator.h"
 #include "engines/serve/kv_block_manager.h"
 #include "engines/serve/scheduler.h"
+#include "engines/serve/tensor_parallel_steps.h"
 #include "engines/serve/token_logprobs.h"
 #include "util/clock.h"
 
@@ -76,7 +79,11 @@ class EngineImpl final : public ServeEngine {
         blocks_(KvBlockManagerOptions{{cap.num_blocks[0], cap.num_blocks[1]}, o.block_size, sliding_window,
                                       o.enable_prefix_caching}),
         scheduler_(&blocks_, SchedulerOptions{o.max_num_batched_tokens, o.max_num_seqs, o.enable_chunked_prefill}) {
-    thread_ = std::thread([this] { Loop(); });
+    thread_ = std::thread([this] {
+      Loop();
+      // Tensor parallel: release the other ranks from FollowPagedBatches.
+      if (options_.tp_comm != nullptr && !SendServingEnd(*options_.tp_comm).ok()) options_.tp_comm->Abort(1);
+    });
   }
   ~EngineImpl() override { Shutdown(false); }
 
@@ -313,6 +320,13 @@ void EngineImpl::RunPasses(const std::vector<ScheduledSlice>& slices) {
       rows += p.last;
     }
     if (int64_t(logits_.size()) < rows * V) logits_.resize(size_t(rows * V));
+    if (options_.tp_comm != nullptr) {  // the other ranks run the same pass on their shares
+      const Status sent = SendPagedBatch(*options_.tp_comm, items);
+      if (!sent.ok()) {
+        std::fprintf(stderr, "gemmakit: error: tensor-parallel serving: %s\n", sent.message().c_str());
+        options_.tp_comm->Abort(1);
+      }
+    }
     const Status st = model_->ForwardPaged(items, *pool_, logits_.data());
     GK_ASSERT(st.ok());  // the scheduler only hands over validated tokens and covered blocks
     int64_t row = 0;
@@ -392,8 +406,19 @@ void EngineImpl::PublishStats() {
 
 }  // namespace
 
-Result<std::unique_ptr<ServeEngine>> ServeEngine::Create(std::unique_ptr<GemmaModel> model, const EngineOptions& in) {
-  const ModelConfig& c = model->config();
+namespace {
+
+// The KV pool and capacity that options give for a model (Create and Follow: every rank of a
+// tensor-parallel group must size the same pool).
+struct EnginePlan {
+  EngineOptions options;
+  PagedKvOptions pool;
+  EngineCapacity cap;
+  int64_t window = 0;
+};
+
+Result<EnginePlan> PlanEngine(const GemmaModel& model, const EngineOptions& in) {
+  const ModelConfig& c = model.config();
   EngineOptions o = in;
   if (o.max_model_len <= 0) o.max_model_len = std::min<int64_t>(c.max_position_embeddings > 0 ? c.max_position_embeddings : 8192, 8192);
   if (c.max_position_embeddings > 0 && o.max_model_len > c.max_position_embeddings) {
@@ -407,7 +432,7 @@ Result<std::unique_ptr<ServeEngine>> ServeEngine::Create(std::unique_ptr<GemmaMo
     return Status::Error(StrCat("--max-num-batched-tokens (", o.max_num_batched_tokens, ") is smaller than --max-model-len (",
                                 o.max_model_len, ") with chunked prefill off: a long prompt could never be scheduled"));
   }
-  if (o.kv_dtype == DType::kUnknown) o.kv_dtype = KvCacheDType(model->weights().layers[0].k.dtype);
+  if (o.kv_dtype == DType::kUnknown) o.kv_dtype = KvCacheDType(model.weights().layers[0].k.dtype);
   const KvPlan plan = PlanKv(c, o);
   if (o.kv_cache_bytes == 0) {  // room for max_num_seqs full-length requests, at most 4 GiB
     o.kv_cache_bytes = std::min<uint64_t>(uint64_t(4) << 30, uint64_t(o.max_num_seqs) * plan.RequestBytes() +
@@ -421,23 +446,39 @@ Result<std::unique_ptr<ServeEngine>> ServeEngine::Create(std::unique_ptr<GemmaMo
   }
   const double requests = double(o.kv_cache_bytes - uint64_t(plan.transient) * plan.block_bytes[kSliding]) /
                           double(plan.RequestBytes());
-  PagedKvOptions po;
+  EnginePlan e;
+  PagedKvOptions& po = e.pool;
   po.block_size = o.block_size;
   po.dtype = o.kv_dtype;
   po.num_blocks[kFull] = int64_t(requests * double(plan.per_request[kFull]));
   po.num_blocks[kSliding] = plan.per_request[kSliding] ? int64_t(requests * double(plan.per_request[kSliding])) + plan.transient : 0;
-  GK_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvPool> pool, PagedKvPool::Create(c, po));
-  EngineCapacity cap;
+  EngineCapacity& cap = e.cap;
   cap.max_model_len = o.max_model_len;
   cap.block_size = o.block_size;
   cap.kv_dtype = o.kv_dtype;
   cap.num_blocks[kFull] = po.num_blocks[kFull];
   cap.num_blocks[kSliding] = po.num_blocks[kSliding];
-  cap.kv_bytes = pool->bytes();
   cap.kv_tokens = (plan.block_bytes[kFull] ? po.num_blocks[kFull] : po.num_blocks[kSliding]) * o.block_size;
   cap.max_concurrency = requests;
-  const int64_t window = plan.block_bytes[kSliding] ? c.sliding_window : 0;
-  return std::unique_ptr<ServeEngine>(new EngineImpl(std::move(model), std::move(pool), o, cap, window));
+  e.window = plan.block_bytes[kSliding] ? c.sliding_window : 0;
+  e.options = o;
+  return e;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ServeEngine>> ServeEngine::Create(std::unique_ptr<GemmaModel> model, const EngineOptions& in) {
+  GK_ASSIGN_OR_RETURN(EnginePlan e, PlanEngine(*model, in));
+  GK_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvPool> pool, PagedKvPool::Create(model->config(), e.pool));
+  e.cap.kv_bytes = pool->bytes();
+  return std::unique_ptr<ServeEngine>(new EngineImpl(std::move(model), std::move(pool), e.options, e.cap, e.window));
+}
+
+Status ServeEngine::Follow(std::unique_ptr<GemmaModel> model, const EngineOptions& in) {
+  if (in.tp_comm == nullptr) return Status::Error("ServeEngine::Follow needs the tensor-parallel group (tp_comm)");
+  GK_ASSIGN_OR_RETURN(EnginePlan e, PlanEngine(*model, in));
+  GK_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvPool> pool, PagedKvPool::Create(model->config(), e.pool));
+  return FollowPagedBatches(*in.tp_comm, *model, *pool);
 }
 
 Result<std::vector<uint64_t>> ServeEngine::SubmitGroup(std::vector<EngineRequest> requests,

@@ -23,6 +23,10 @@
 
 namespace gk {
 
+namespace dist {
+class Communicator;
+}
+
 enum class FinishReason { kNone, kStop, kLength, kAbort };
 // "stop", "length", "abort" (vLLM's finished_reason label values); "" for kNone.
 const char* FinishReasonName(FinishReason r);
@@ -37,6 +41,9 @@ struct EngineOptions {
   bool enable_prefix_caching = true;    // vLLM V1's default
   bool enable_chunked_prefill = true;   // vLLM V1's default; the reference case ran with it off
   int max_waiting = 4096;               // queued requests beyond this are refused (the server answers 503)
+  // Tensor-parallel serving: rank 0's engine sends each forward pass to the other ranks, which
+  // run ServeEngine::Follow (engines/serve/tensor_parallel_steps.h). Null: one process.
+  dist::Communicator* tp_comm = nullptr;
 };
 
 // Per-request generation settings (the HTTP layer maps the OpenAI fields onto these).
@@ -102,6 +109,9 @@ class ServeEngine {
  public:
   // Takes over the model (its thread pool must outlive the engine) and starts the engine thread.
   static Result<std::unique_ptr<ServeEngine>> Create(std::unique_ptr<GemmaModel> model, const EngineOptions& options);
+  // Tensor-parallel ranks > 0: sizes the same KV pool as rank 0's Create (the same options give
+  // the same block counts), then runs every forward pass rank 0's engine sends, until it ends.
+  static Status Follow(std::unique_ptr<GemmaModel> model, const EngineOptions& options);
   virtual ~ServeEngine() = default;
 
   // Queues a request. Errors (nothing queued, callback never called): empty prompt, prompt

@@ -13,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/quantize.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "tools/bench/ceilings.h"
 #include "util/result.h"
@@ -29,6 +30,10 @@ struct ModelBenchOptions {
   QuantType quantize = QuantType::kNone;
   int batch = 16;  // sequences decoded together for the batched-decode figure (0: skip)
   uint64_t bandwidth_buffer_bytes = 1ull << 30;
+  // Tensor parallelism (`mpirun -np N ... --tp N`): every rank runs the benchmark on its share;
+  // with tp_baseline, rank 0 then loads the whole model and runs alone for the scaling figure.
+  TensorParallel tp;
+  bool tp_baseline = true;
 };
 
 struct ModelBenchResult {
@@ -51,6 +56,11 @@ struct ModelBenchResult {
   double prefill_ratio_bf16 = 0;   // prefill FLOP/s ÷ bf16 dot peak
   double prefill_ratio_sgemm = 0;  // prefill FLOP/s ÷ sgemm rate (ceilings.h)
   double prefill_ratio_onednn = 0;  // prefill FLOP/s ÷ oneDNN bf16 matmul rate (AVX-512 BF16 only)
+  // Tensor parallelism: figures above are the group's (ceilings and bytes per token: one rank's).
+  int tp = 1;
+  std::string comm_backend;
+  double comm_bytes_per_decode_token = 0;  // one rank's payload handed to collectives per token
+  double alone_prefill_tok_s = 0, alone_decode_tok_s = 0;  // the whole model on rank 0 alone (0: not run)
 };
 
 Result<ModelBenchResult> RunModelBench(const ModelBenchOptions& options);
