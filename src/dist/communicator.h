@@ -26,6 +26,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "single process", "MPI (Open MPI 4.1.4)"
+  // A new group of the ranks that pass the same color (a collective over this group), ranked
+  // by key: the tensor-parallel and data-parallel groups of a tp x dp grid.
+  virtual Result<std::unique_ptr<Communicator>> Split(int color, int key) = 0;
 
   // In place: x ← Σ over ranks of x.
   virtual Status AllReduceSum(std::span<float> x) = 0;

@@ -24,6 +24,9 @@ TEST(SingleProcessCommunicatorTest, CollectivesAreTheIdentity) {
   ASSERT_TRUE(BroadcastString(*c, &s, 0).ok());
   EXPECT_EQ(s, "hello");
   EXPECT_FALSE(c->Broadcast({}, 1).ok());
+  auto part = c->Split(3, 0);
+  ASSERT_TRUE(part.ok());
+  EXPECT_EQ((*part)->size(), 1);
 }
 
 TEST(SingleProcessCommunicatorTest, WorldIsSingleProcessWithoutALauncher) {
@@ -96,6 +99,24 @@ TEST_F(MpiCommunicatorTest, AllReduceSumAllSplitsTheSumsBackIntoEachBuffer) {
   ASSERT_TRUE(AllReduceSumAll(*comm, buffers, &scratch).ok());
   EXPECT_EQ(a, (std::vector<float>{float(n * (n - 1) / 2), float(n)}));
   EXPECT_EQ(b, (std::vector<float>{float(n * (n - 1))}));
+}
+
+// Even and odd ranks form two groups (the tensor-parallel groups of a tp x dp grid are made so).
+TEST_F(MpiCommunicatorTest, SplitMakesGroupsOfOneColor) {
+  const int r = comm->rank(), n = comm->size();
+  auto part = comm->Split(r % 2, r);
+  ASSERT_TRUE(part.ok()) << part.message();
+  Communicator& g = **part;
+  EXPECT_EQ(g.size(), (n + 1 - r % 2) / 2);
+  EXPECT_EQ(g.rank(), r / 2);
+  std::vector<float> x = {float(r)};
+  ASSERT_TRUE(g.AllReduceSum(std::span<float>(x)).ok());
+  float want = 0;
+  for (int k = r % 2; k < n; k += 2) want += float(k);
+  EXPECT_EQ(x[0], want);
+  std::string s = g.rank() == 0 ? StrCat("group ", r % 2) : "";
+  ASSERT_TRUE(BroadcastString(g, &s, 0).ok());
+  EXPECT_EQ(s, StrCat("group ", r % 2));
 }
 
 TEST_F(MpiCommunicatorTest, BroadcastAndBarrier) {

@@ -41,9 +41,10 @@ MPI_Datatype TypeOf<int64_t>() { return MPI_INT64_T; }
 
 class Mpi final : public Communicator {
  public:
-  Mpi() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  // comm: MPI_COMM_WORLD, or a communicator of Split's that this object then owns.
+  explicit Mpi(MPI_Comm comm = MPI_COMM_WORLD) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(version, &len);
@@ -51,9 +52,21 @@ class Mpi final : public Communicator {
     v = v.substr(0, v.find_first_of(",\n"));
     backend_ = StrCat("MPI (", v, ")");
   }
+  ~Mpi() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_WORLD && !finalized) MPI_Comm_free(&comm_);
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return backend_; }
+
+  Result<std::unique_ptr<Communicator>> Split(int color, int key) override {
+    MPI_Comm part = MPI_COMM_NULL;
+    GK_RETURN_IF_ERROR(Check(MPI_Comm_split(comm_, color, key, &part), "Comm_split"));
+    MPI_Comm_set_errhandler(part, MPI_ERRORS_RETURN);
+    return std::unique_ptr<Communicator>(new Mpi(part));
+  }
 
   Status AllReduceSum(std::span<float> x) override { return AllReduce(x, MPI_SUM); }
   Status AllReduceSum(std::span<double> x) override { return AllReduce(x, MPI_SUM); }
@@ -64,7 +77,7 @@ class Mpi final : public Communicator {
     if (in.size() > kMaxCount) return Status::Error("AllGather: more than 2^30 values per rank");
     Count(in.size_bytes());
     return Check(MPI_Allgather(in.data(), int(in.size()), MPI_FLOAT, out.data(), int(in.size()), MPI_FLOAT,
-                               MPI_COMM_WORLD),
+                               comm_),
                  "Allgather");
   }
 
@@ -74,7 +87,7 @@ class Mpi final : public Communicator {
     }
     if (out.size() > kMaxCount) return Status::Error("ReduceScatterSum: more than 2^30 values per rank");
     Count(in.size_bytes());
-    return Check(MPI_Reduce_scatter_block(in.data(), out.data(), int(out.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+    return Check(MPI_Reduce_scatter_block(in.data(), out.data(), int(out.size()), MPI_FLOAT, MPI_SUM, comm_),
                  "Reduce_scatter_block");
   }
 
@@ -83,7 +96,7 @@ class Mpi final : public Communicator {
     Count(data.size());
     for (size_t off = 0; off < data.size(); off += kMaxCount) {
       const size_t n = std::min(kMaxCount, data.size() - off);
-      GK_RETURN_IF_ERROR(Check(MPI_Bcast(data.data() + off, int(n), MPI_BYTE, root, MPI_COMM_WORLD), "Bcast"));
+      GK_RETURN_IF_ERROR(Check(MPI_Bcast(data.data() + off, int(n), MPI_BYTE, root, comm_), "Bcast"));
     }
     return Status::Ok();
   }
@@ -92,7 +105,7 @@ class Mpi final : public Communicator {
   // its core to the others instead of spinning in the MPI library.
   Status Barrier() override {
     MPI_Request request;
-    GK_RETURN_IF_ERROR(Check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "Ibarrier"));
+    GK_RETURN_IF_ERROR(Check(MPI_Ibarrier(comm_, &request), "Ibarrier"));
     for (;;) {
       int done = 0;
       GK_RETURN_IF_ERROR(Check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "Test"));
@@ -112,12 +125,13 @@ class Mpi final : public Communicator {
     Count(x.size_bytes());
     for (size_t off = 0; off < x.size(); off += kMaxCount) {
       const size_t n = std::min(kMaxCount, x.size() - off);
-      GK_RETURN_IF_ERROR(Check(MPI_Allreduce(MPI_IN_PLACE, x.data() + off, int(n), TypeOf<T>(), op, MPI_COMM_WORLD),
+      GK_RETURN_IF_ERROR(Check(MPI_Allreduce(MPI_IN_PLACE, x.data() + off, int(n), TypeOf<T>(), op, comm_),
                                "Allreduce"));
     }
     return Status::Ok();
   }
 
+  MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   std::string backend_;
 };

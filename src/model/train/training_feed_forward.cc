@@ -24,16 +24,29 @@ void TrainingModel::PerLayerInputs() {
   WeightMatMul(weights_.ple_model_proj, s_->layer_inputs[0].data(), T_, ple, false, *pool_);
   const float inv_sqrt_d = 1.f / std::sqrt(float(D)), inv_sqrt2 = 1.f / std::sqrt(2.f);
   const bool keep_u = !s_->ple_u.empty();  // full fine-tuning: the norm's input, for its backward
+  // The token's table row; zeros where another rank of a tensor-parallel group holds it.
+  auto table_row = [&](int64_t t, float* out) {
+    const int32_t id = tokens_[size_t(t)];
+    const int64_t row = (id < c.vocab_size_per_layer_input ? id : c.pad_token_id) - ple_vocab_.begin;
+    if (row < 0 || row >= ple_vocab_.rows) std::fill(out, out + LP, 0.f);
+    else weights_.ple_embed.RowToF32(row, out);
+  };
+  std::vector<float> tok_rows;  // tensor parallelism: every token's row, summed over the group
+  if (options_.tp.active()) {
+    tok_rows.resize(size_t(T_ * LP));
+    for (int64_t t = 0; t < T_; ++t) table_row(t, tok_rows.data() + t * LP);
+    TpSum(tok_rows.data(), T_ * LP);
+  }
   pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
-    std::vector<float> tok(static_cast<size_t>(LP));
+    std::vector<float> tok(tok_rows.empty() ? size_t(LP) : 0);
     for (int64_t t = b; t < e; ++t) {
       float* p = ple + t * LP;
       Scale(p, LP, inv_sqrt_d);
       if (keep_u) std::copy(p, p + LP, s_->ple_u.data() + t * LP);
       RmsNormRows(p, weights_.ple_proj_norm.data(), c.num_layers, P, c.rms_norm_eps, p);
-      const int32_t id = tokens_[size_t(t)];
-      weights_.ple_embed.RowToF32(id < c.vocab_size_per_layer_input ? id : c.pad_token_id, tok.data());
-      for (int64_t i = 0; i < LP; ++i) p[i] = (p[i] + tok[size_t(i)] * ple_embed_scale_) * inv_sqrt2;
+      const float* row = tok_rows.empty() ? tok.data() : tok_rows.data() + t * LP;
+      if (tok_rows.empty()) table_row(t, tok.data());
+      for (int64_t i = 0; i < LP; ++i) p[i] = (p[i] + row[i] * ple_embed_scale_) * inv_sqrt2;
     }
   });
 }

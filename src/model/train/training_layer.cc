@@ -20,7 +20,7 @@ const float* TrainingModel::DropoutInput(int l, LoraTarget t, const float* x, in
   const float p = float(adapter_->options().dropout), keep_scale = 1.f / (1.f - p);
   const uint64_t key = MixKey(MixKey(dropout_key_, uint64_t(l)), uint64_t(t));
   pool_->ParallelFor(T_ * in, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) buf[i] = CounterUniform(key, uint64_t(i)) >= p ? x[i] * keep_scale : 0.f;
+    for (int64_t i = b; i < e; ++i) buf[i] = CounterUniform(key, DropIndex(t, i, in)) >= p ? x[i] * keep_scale : 0.f;
   });
   return buf;
 }
@@ -59,9 +59,18 @@ void TrainingModel::LinearBackward(int l, LoraTarget t, const MatrixView& w, con
   const uint64_t key = MixKey(MixKey(dropout_key_, uint64_t(l)), uint64_t(t));
   pool_->ParallelFor(T_ * in, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
-      if (CounterUniform(key, uint64_t(i)) >= p) dx[i] += g[i] * keep_scale;
+      if (CounterUniform(key, DropIndex(t, i, in)) >= p) dx[i] += g[i] * keep_scale;
     }
   });
+}
+
+// o and down under tensor parallelism: each rank's product (and LoRA shrink u = x·Aᵀ) covers its
+// input columns; the sums over the group are the whole model's (Linear already added s·u·Bᵀ
+// with each rank's partial u, which sums to the same).
+void TrainingModel::RowParallelSum(int l, LoraTarget t, float* y, float* u) {
+  if (!options_.tp.active()) return;
+  TpSum(y, T_ * config_.hidden_size);
+  if (adapter_ && adapter_->Find(l, t)) TpSum(u, T_ * adapter_->rank());  // the backward pass reads the whole u
 }
 
 void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* x_out, bool dropout) {
@@ -109,6 +118,7 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
   AttentionForward(l, a, own_kv ? a.k.data() : s.shared_k[size_t(src)].data(),
                    own_kv ? a.v.data() : s.shared_v[size_t(src)].data());
   Linear(l, LoraTarget::kO, lw.o, a.att.data(), a.o.data(), a.u[int(LoraTarget::kO)].data(), dropout);
+  RowParallelSum(l, LoraTarget::kO, a.o.data(), a.u[int(LoraTarget::kO)].data());
   float* tmp = s.dd.data();
   RmsNormRows(a.o.data(), lw.post_attn_norm.data(), T, D, eps, tmp);
   for (int64_t i = 0; i < T * D; ++i) a.x1[size_t(i)] = x_in[i] + tmp[i];
@@ -119,6 +129,7 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
     GeluTanhMul(a.g.data() + b * F, a.up.data() + b * F, (e - b) * F, a.act.data() + b * F);
   });
   Linear(l, LoraTarget::kDown, lw.down, a.act.data(), a.m.data(), a.u[int(LoraTarget::kDown)].data(), dropout);
+  RowParallelSum(l, LoraTarget::kDown, a.m.data(), a.u[int(LoraTarget::kDown)].data());
   if (c.enable_moe_block) MoeForward(l, a);  // a.mm = RmsNorm(m) + RmsNorm(experts)
   RmsNormRows(c.enable_moe_block ? a.mm.data() : a.m.data(), lw.post_ffw_norm.data(), T, D, eps, tmp);
   const bool ple = c.hidden_size_per_layer_input > 0;
@@ -171,6 +182,7 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
                  s.dxn.data(), false);
   LinearBackward(l, LoraTarget::kUp, lw.up, a.xn2.data(), a.u[int(LoraTarget::kUp)].data(), s.df3.data(),
                  s.dxn.data(), true);
+  TpSum(s.dxn.data(), T * D);  // gate/up are column-parallel: each rank's rows' share of dx
   // x1 gets the residual gradient plus the pre-feed-forward norm's.
   rows([&](int64_t t) {
     RmsNormBackward(a.x1.data() + t * D, lw.pre_ffw_norm.data(), D, eps, s.dxn.data() + t * D, dx + t * D, true);
@@ -228,6 +240,7 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
                      s.dxn.data(), true);
     }
   }
+  TpSum(s.dxn.data(), T * D);  // q/k/v are column-parallel: each rank's heads' share of dx
   rows([&](int64_t t) {
     RmsNormBackward(x_in + t * D, lw.input_norm.data(), D, eps, s.dxn.data() + t * D, dx + t * D, true);
   });

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
+#include "dist/communicator.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/train_ops.h"
@@ -26,6 +28,10 @@ Result<std::unique_ptr<TrainingModel>> TrainingModel::Create(const ModelConfig& 
   if (options.max_tokens < 2) return Status::Error("training: max_tokens must be at least 2");
   const bool full = !options.full_finetune_from.empty();
   if (full && adapter) return Status::Error("training: full fine-tuning trains the weights themselves, not an adapter");
+  if (options.tp.active() && (full || c.enable_moe_block)) {
+    return Status::Error(StrCat("training: tensor parallelism trains LoRA adapters of dense models; ",
+                                full ? "full fine-tuning" : "a mixture-of-experts model", " is not supported with --tp yet"));
+  }
   if (adapter) {
     for (LoraModule& m : adapter->modules()) {
       m.grad_a.assign(m.a.size(), 0.f);
@@ -51,6 +57,8 @@ TrainingModel::TrainingModel(const ModelConfig& c, ModelWeights weights, LoraAda
   }
   attn_scale_ = AttentionScale(c);
   rope_ = MakeLayerRope(c);
+  vocab_ = VocabShard(c.vocab_size, options.tp.size, options.tp.rank);
+  ple_vocab_ = VocabShard(c.vocab_size_per_layer_input, options.tp.size, options.tp.rank);
   if (!options.remat) acts_.resize(size_t(c.num_layers));
   work_ = std::make_unique<LayerActs>();
 }
@@ -105,10 +113,16 @@ void TrainingModel::Embed() {
   float* x = s_->layer_inputs[0].data();
   pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
-      weights_.embed.RowToF32(tokens_[size_t(t)], x + t * D);
+      const int64_t row = tokens_[size_t(t)] - vocab_.begin;  // another rank's row: zeros, summed below
+      if (row < 0 || row >= vocab_.rows) {
+        std::fill(x + t * D, x + (t + 1) * D, 0.f);
+        continue;
+      }
+      weights_.embed.RowToF32(row, x + t * D);
       Scale(x + t * D, D, embed_scale_);
     }
   });
+  TpSum(x, T_ * D);
   if (config_.hidden_size_per_layer_input > 0) PerLayerInputs();
   std::fill(s_->dple_all.begin(), s_->dple_all.end(), 0.f);
   for (auto& g : s_->shared_dk) std::fill(g.begin(), g.end(), 0.f);
@@ -172,7 +186,24 @@ Status TrainingModel::Evaluate(std::span<const TrainRowView> rows, MicroBatchSta
   return Status::Ok();
 }
 
+void TrainingModel::TpSum(float* x, int64_t n) {
+  if (!options_.tp.active()) return;
+  const Status st = options_.tp.comm->AllReduceSum(std::span<float>(x, size_t(n)));
+  if (!st.ok()) {  // a rank that went on alone would wait forever in the next collective
+    std::fprintf(stderr, "gemmakit: error: tensor-parallel all-reduce failed: %s\n", st.message().c_str());
+    options_.tp.comm->Abort(1);
+  }
+}
+
+uint64_t TrainingModel::DropIndex(LoraTarget t, int64_t i, int64_t in) const {
+  const TensorParallel& tp = options_.tp;
+  if (!tp.active() || (t != LoraTarget::kO && t != LoraTarget::kDown)) return uint64_t(i);
+  // o and down hold 1/tp of their input columns: (token, column) in the whole model's layout.
+  return uint64_t((i / in) * in * tp.size + int64_t(tp.rank) * in + i % in);
+}
+
 Status TrainingModel::Logits(std::span<const int32_t> tokens, float* logits) {
+  if (options_.tp.active()) return Status::Error("training: Logits of a tensor-parallel share are not gathered");
   std::vector<uint8_t> mask(tokens.size(), 0);
   const TrainRowView row{tokens, mask};
   GK_RETURN_IF_ERROR(Prepare({&row, 1}, false));
@@ -194,7 +225,7 @@ Status TrainingModel::Logits(std::span<const int32_t> tokens, float* logits) {
 // log-sum-exp (online), pass 2 recomputes the chunk's logits and adds its share of the hidden
 // gradient, dh += dz · E_chunk.
 void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backward, MicroBatchStats* stats, float* dx) {
-  const int64_t D = config_.hidden_size, V = config_.vocab_size;
+  const int64_t D = config_.hidden_size;
   const float cap = config_.final_logit_softcap, eps = config_.rms_norm_eps;
   Scratch& s = *s_;
   s.loss_rows.clear();
@@ -217,13 +248,15 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
     }
   });
   // Chunk of the vocabulary: its widened embedding rows and its R × VC logits ~ 16 MiB each.
-  const int64_t VC = std::clamp<int64_t>((int64_t(4) << 20) / std::max(R, D), 256, V);
+  // Under tensor parallelism only this rank's rows [v_begin, v_begin + Vl) of the vocabulary.
+  const int64_t Vl = vocab_.rows, v_begin = vocab_.begin;
+  const int64_t VC = std::clamp<int64_t>((int64_t(4) << 20) / std::max(R, D), 256, std::max<int64_t>(Vl, 1));
   s.e_chunk.resize(size_t(VC * D));
   s.z.resize(size_t(R * VC));
   std::vector<float> m(size_t(R), -std::numeric_limits<float>::infinity()), sum(size_t(R), 0.f);
   std::vector<float> best(size_t(R), -std::numeric_limits<float>::infinity()), z_target(size_t(R), 0.f);
   std::vector<int64_t> arg(size_t(R), 0);
-  auto chunk_logits = [&](int64_t v0, int64_t vc) {
+  auto chunk_logits = [&](int64_t v0, int64_t vc) {  // v0: a local row
     pool_->ParallelFor(vc, [&](int64_t b, int64_t e, int) {
       for (int64_t v = b; v < e; ++v) weights_.embed.RowToF32(v0 + v, s.e_chunk.data() + v * D);
     });
@@ -234,23 +267,56 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
       });
     }
   };
-  for (int64_t v0 = 0; v0 < V; v0 += VC) {
-    const int64_t vc = std::min(VC, V - v0);
+  for (int64_t v0 = 0; v0 < Vl; v0 += VC) {
+    const int64_t vc = std::min(VC, Vl - v0);
     chunk_logits(v0, vc);
     pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
       for (int64_t r = b; r < e; ++r) {
         const float* z = s.z.data() + r * vc;
         int64_t ca = 0;
         const float cm = RowMaxArg(z, vc, &ca);
-        if (cm > best[size_t(r)]) best[size_t(r)] = cm, arg[size_t(r)] = v0 + ca;
+        if (cm > best[size_t(r)]) best[size_t(r)] = cm, arg[size_t(r)] = v_begin + v0 + ca;
         const float nm = std::max(m[size_t(r)], cm);
         const double acc = SumExpMinus(z, vc, nm);
         sum[size_t(r)] = float(double(sum[size_t(r)]) * std::exp(double(m[size_t(r)] - nm)) + acc);
         m[size_t(r)] = nm;
-        const int64_t tg = s.loss_targets[size_t(r)];
+        const int64_t tg = s.loss_targets[size_t(r)] - v_begin;
         if (tg >= v0 && tg < v0 + vc) z_target[size_t(r)] = z[tg - v0];
       }
     });
+  }
+  if (options_.tp.active()) {
+    // Every rank's per-row (max, sum of exp, best logit, its index, target logit), combined in
+    // rank order on every rank: the same log-sum-exp and argmax as one pass over the vocabulary.
+    const int tp = options_.tp.size;
+    std::vector<float> mine(size_t(R) * 5), all(size_t(R) * 5 * size_t(tp));
+    for (int64_t r = 0; r < R; ++r) {
+      float* o = mine.data() + r * 5;
+      o[0] = m[size_t(r)], o[1] = sum[size_t(r)], o[2] = best[size_t(r)], o[3] = z_target[size_t(r)];
+      o[4] = float(arg[size_t(r)] - v_begin);  // < V / tp: exact in a float
+    }
+    const Status st = options_.tp.comm->AllGather(mine, all);
+    if (!st.ok()) {
+      std::fprintf(stderr, "gemmakit: error: tensor-parallel all-gather failed: %s\n", st.message().c_str());
+      options_.tp.comm->Abort(1);
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      float mm = -std::numeric_limits<float>::infinity(), bb = mm, zt = 0.f;
+      double ss = 0;
+      int64_t aa = 0;
+      for (int k = 0; k < tp; ++k) {
+        const float* o = all.data() + (int64_t(k) * R + r) * 5;
+        const VocabRange vk = VocabShard(config_.vocab_size, tp, k);
+        if (vk.rows == 0) continue;
+        const float nm = std::max(mm, o[0]);
+        ss = ss * std::exp(double(mm - nm)) + double(o[1]) * std::exp(double(o[0] - nm));
+        mm = nm;
+        if (o[2] > bb) bb = o[2], aa = vk.begin + int64_t(o[4]);
+        const int64_t tg = s.loss_targets[size_t(r)];
+        if (tg >= vk.begin && tg < vk.begin + vk.rows) zt = o[3];
+      }
+      m[size_t(r)] = mm, sum[size_t(r)] = float(ss), best[size_t(r)] = bb, arg[size_t(r)] = aa, z_target[size_t(r)] = zt;
+    }
   }
   std::vector<float> lse(static_cast<size_t>(R));
   for (int64_t r = 0; r < R; ++r) {
@@ -260,12 +326,12 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
   }
   if (!backward) return;
   s.dh.assign(size_t(R * D), 0.f);
-  for (int64_t v0 = 0; v0 < V; v0 += VC) {
-    const int64_t vc = std::min(VC, V - v0);
+  for (int64_t v0 = 0; v0 < Vl; v0 += VC) {
+    const int64_t vc = std::min(VC, Vl - v0);
     chunk_logits(v0, vc);
     pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
       for (int64_t r = b; r < e; ++r) {
-        CrossEntropyGradRow(s.z.data() + r * vc, vc, lse[size_t(r)], s.loss_targets[size_t(r)] - v0, cap,
+        CrossEntropyGradRow(s.z.data() + r * vc, vc, lse[size_t(r)], s.loss_targets[size_t(r)] - v_begin - v0, cap,
                             loss_scale);
       }
     });
@@ -281,6 +347,7 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
     }
     AddNormGrad(weights_.final_norm, rows.data(), s.dh.data(), R, D);
   }
+  TpSum(s.dh.data(), R * D);  // each rank's vocabulary rows' share of the hidden gradient
   pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t t = s.loss_rows[size_t(r)];

@@ -32,6 +32,7 @@
 
 #include "model/config.h"
 #include "model/decoder_constants.h"
+#include "model/tensor_parallel.h"
 #include "model/train/full_params.h"
 #include "model/train/lora.h"
 #include "model/weights.h"
@@ -58,6 +59,11 @@ struct TrainingModelOptions {
   // Non-empty: full fine-tuning (no adapter): every matrix and norm gets a gradient
   // (full_params()), the norms' masters read from this checkpoint directory (FullParams).
   std::string full_finetune_from;
+  // Tensor parallelism (model/tensor_parallel.h): the config and weights are this rank's share,
+  // the adapter too (model/train/lora_tensor_parallel.h); every rank of the group runs the same
+  // micro-batch. After the backward pass, ReduceLoraGradsOverTp completes the gradients of the
+  // factors the group shares. LoRA only; dense (not MoE) models.
+  TensorParallel tp;
 };
 
 class TrainingModel {
@@ -113,6 +119,13 @@ class TrainingModel {
                       float* dx, bool accumulate);
   const float* DropoutInput(int l, LoraTarget t, const float* x, int64_t in, float* buf) const;
   void LossHead(const float* x_final, float loss_scale, bool backward, MicroBatchStats* stats, float* dx);
+  // Tensor parallelism: x ← Σ over the group (partial products of row-parallel matrices, partial
+  // input gradients of column-parallel ones); a no-op in one process.
+  void TpSum(float* x, int64_t n);
+  void RowParallelSum(int l, LoraTarget t, float* y, float* u);
+  // The dropout counter of element i of a (T, in) input of target t: the whole model's index,
+  // so that a rank holding columns of o/down draws the masks one process draws.
+  uint64_t DropIndex(LoraTarget t, int64_t i, int64_t in) const;
   // Full fine-tuning's weight gradients (no-ops for LoRA: no weight has a gradient then).
   float* WeightGrad(const void* weight) const { return full_ ? full_->Grad(weight) : nullptr; }
   // gW += dyᵀ·x over `rows` rows (dy: rows × w.rows, x: rows × w.cols).
@@ -132,6 +145,7 @@ class TrainingModel {
   float embed_scale_ = 1.f;
   float ple_embed_scale_ = 1.f;
   float attn_scale_ = 1.f;
+  VocabRange vocab_, ple_vocab_;  // the embedding (and PLE table) rows this rank holds
   LayerRope rope_;
   // The running micro-batch.
   int64_t T_ = 0;
