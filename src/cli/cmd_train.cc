@@ -159,6 +159,11 @@ int RunTrain(int argc, char** argv) {
   app.add_option("--set", overrides, "override a recipe key: --set lora.rank=8 --set out=runs/x (repeatable)");
   app.add_flag("--resume", resume, "continue from the newest complete checkpoint in the run directory");
   app.add_option("--threads", engine.threads, "worker threads (0 = all cores)");
+  int tp = 1;
+  app.add_option("--tp", tp,
+                 "tensor parallelism under mpirun: groups of N ranks each hold the model split N ways (LoRA); "
+                 "-np a multiple of N, the groups data parallel")
+      ->check(CLI::Range(1, 4096));
   CLI11_PARSE(app, argc, argv);
 
   std::error_code config_ec;
@@ -192,12 +197,17 @@ int RunTrain(int argc, char** argv) {
   }
   if (!dataset.ok()) return Fail(dataset.status());
   if (writer && comm.size() > 1) {
-    std::fprintf(stderr, "data parallel: %d ranks (%s), micro-batches dealt round-robin\n", comm.size(),
-                 comm.backend().c_str());
+    if (tp > 1) {
+      std::fprintf(stderr, "tensor parallel: %d ranks per copy of the model, %d data-parallel copies (%s)\n", tp,
+                   comm.size() / tp, comm.backend().c_str());
+    } else {
+      std::fprintf(stderr, "data parallel: %d ranks (%s), micro-batches dealt round-robin\n", comm.size(),
+                   comm.backend().c_str());
+    }
   }
 
   ThreadPool pool(engine.threads);
-  auto trainer = train::Trainer::Create(*recipe, *dataset, &pool, resume, &comm);
+  auto trainer = train::Trainer::Create(*recipe, *dataset, &pool, resume, &comm, tp);
   if (!trainer.ok()) return Fail(trainer.status());
   // From here a rank that fails alone would leave the others in a collective: end them all.
   auto fail_all = [&](const Status& st) {

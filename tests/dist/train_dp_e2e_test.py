@@ -58,11 +58,15 @@ def recipe_keys(model, rows, out):
             "checkpoint.save_every": 2, "checkpoint.keep_last": 2}
 
 
-def cmd(gk, recipe, np, resume=False):
+def cmd(gk, recipe, np, resume=False, sigkill_after=None):
+    """sigkill_after: Open MPI's odls_base_sigkill_timeout (it forwards a SIGTERM to the ranks
+    that long after receiving it, and SIGKILLs them as long after that; 1 s by default, too
+    short for a micro-batch on a loaded machine)."""
     base = [gk, "train", "--config", recipe, "--threads", "1"] + (["--resume"] if resume else [])
     if np == 1:
         return base
-    return [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(np)] + base
+    mca = ["--mca", "odls_base_sigkill_timeout", str(sigkill_after)] if sigkill_after else []
+    return [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(np)] + mca + base
 
 
 def run(gk, recipe, np, resume=False, ok=True):
@@ -77,7 +81,7 @@ def rel(a, b):
     return abs(a - b) / max(abs(a), 1e-30)
 
 
-def compare(ref, out, what):
+def compare(ref, out, what, max_err=5e-3):
     a, b = read_metrics(ref), read_metrics(out)
     check(len(b) == STEPS, f"{what}: {len(b)} metrics lines, want {STEPS} (one per step: rank 0 alone writes)")
     for x, y in zip(a, b):
@@ -98,7 +102,7 @@ def compare(ref, out, what):
             err = float(abs(x - y).max()) / max(float(abs(x).max()), 1e-30)
             frob = float(((x - y) ** 2).sum() ** 0.5) / max(float((x ** 2).sum() ** 0.5), 1e-30)
             worst = max(worst, err)
-            check(err <= 5e-3 and frob <= 1e-2,
+            check(err <= max_err and frob <= 1e-2,
                   f"{what}: {rel_path}: {k} differs by {err:.2e} of its largest value, {frob:.2e} in norm")
     return worst
 
@@ -175,10 +179,12 @@ def main():
 
         # (d) SIGTERM to mpirun, then resume with another world size (refused) and the same one.
         rec_d, out_d = recipe("d")
-        p = subprocess.Popen(cmd(gk, rec_d, 2), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             stdin=subprocess.DEVNULL, env=env())
-        if not wait_lines(p, os.path.join(out_d, "metrics.jsonl"), 3):
-            fail(f"(d): mpirun ended before 3 steps:\n{p.communicate()[1]}")
+        # The SIGTERM reaches the ranks 3 s after mpirun gets it (a step takes ~1.7 s), and they have
+        # 3 s more to finish their micro-batch and checkpoint.
+        p = subprocess.Popen(cmd(gk, rec_d, 2, sigkill_after=3), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, stdin=subprocess.DEVNULL, env=env())
+        if not wait_lines(p, os.path.join(out_d, "metrics.jsonl"), 1):
+            fail(f"(d): mpirun ended before 1 step:\n{p.communicate()[1]}")
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=120)
         n = count_lines(os.path.join(out_d, "metrics.jsonl"))

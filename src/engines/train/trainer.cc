@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/train/full_params.h"
 #include "model/train/lora.h"
+#include "model/train/lora_tensor_parallel.h"
 #include "model/train/training_memory.h"
 #include "model/train/training_model.h"
 #include "model/weights.h"
@@ -62,7 +63,16 @@ struct Trainer::State {
   std::unique_ptr<DataOrder> order;
   ThreadPool* pool = nullptr;
   std::unique_ptr<dist::Communicator> own_comm;  // the single-process one, when none was given
-  dist::Communicator* comm = nullptr;
+  dist::Communicator* world = nullptr;  // every rank: start-up agreement, stop flags
+  dist::Communicator* comm = nullptr;   // the data-parallel group (the world without tensor parallelism)
+  // Tensor parallelism (--tp): this rank's group (ranks world / tp · k ... + tp - 1), the
+  // data-parallel group of its position in it, the whole model's config (config is the
+  // rank's share) and the whole adapter and moments (start, checkpoints, the final adapter).
+  std::unique_ptr<dist::Communicator> tp_group, dp_group;
+  TensorParallel tp;
+  ModelConfig full_config;
+  std::unique_ptr<LoraAdapter> whole;
+  std::vector<std::vector<float>> whole_m, whole_v;  // per factor of `whole`, A then B of each module
   int64_t start_step = 0, total_steps = 0, last_saved = -1;
   double elapsed_before = 0;  // seconds of earlier runs of a resumed training
   bool stopped = false;
@@ -132,16 +142,20 @@ int64_t Targets(const TokenRow& r) {
   return n;
 }
 
-// The recipe's adapter: PEFT's initialisation, or lora.init_adapter's factors.
-Result<std::unique_ptr<LoraAdapter>> MakeAdapter(const TrainRecipe& recipe, const ModelConfig& config,
-                                                 const std::string& prefix) {
+LoraOptions AdapterOptions(const TrainRecipe& recipe) {
   LoraOptions lo;
   lo.rank = recipe.rank;
   lo.alpha = recipe.alpha;
   lo.use_rslora = recipe.use_rslora;
   lo.dropout = recipe.dropout;
   lo.target_regex = recipe.target_modules;
-  GK_ASSIGN_OR_RETURN(LoraAdapter adapter, LoraAdapter::Create(config, prefix, lo));
+  return lo;
+}
+
+// The recipe's adapter: PEFT's initialisation, or lora.init_adapter's factors.
+Result<std::unique_ptr<LoraAdapter>> MakeAdapter(const TrainRecipe& recipe, const ModelConfig& config,
+                                                 const std::string& prefix) {
+  GK_ASSIGN_OR_RETURN(LoraAdapter adapter, LoraAdapter::Create(config, prefix, AdapterOptions(recipe)));
   auto a = std::make_unique<LoraAdapter>(std::move(adapter));
   a->InitPeft(recipe.seed);
   if (recipe.init_adapter.empty()) return a;
@@ -183,12 +197,101 @@ Status CheckFullFineTuneFits(const TrainRecipe& recipe, const ModelConfig& confi
                               "; train a LoRA adapter instead, or use a machine with more memory"));
 }
 
+// A tensor as checkpoints hold it, with its AdamW moments: a trainable, or under tensor
+// parallelism a factor of the whole adapter.
+struct CheckpointSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float>* value = nullptr;
+  std::vector<float>* m = nullptr;
+  std::vector<float>* v = nullptr;
+};
+
+std::vector<CheckpointSlot> CheckpointSlots(Trainer::State& s) {
+  std::vector<CheckpointSlot> out;
+  if (s.tp.active()) {
+    size_t i = 0;
+    for (LoraModule& m : s.whole->modules()) {
+      out.push_back({LoraAdapter::KeyA(m), {s.whole->rank(), m.in}, &m.a, &s.whole_m[i], &s.whole_v[i]});
+      ++i;
+      out.push_back({LoraAdapter::KeyB(m), {m.out, s.whole->rank()}, &m.b, &s.whole_m[i], &s.whole_v[i]});
+      ++i;
+    }
+    return out;
+  }
+  for (size_t i = 0; i < s.trainables.size(); ++i) {
+    Trainable& t = s.trainables[i];
+    out.push_back({t.name, t.shape, t.value, &s.optimizer->m()[i], &s.optimizer->v()[i]});
+  }
+  return out;
+}
+
+// Moments laid out as an adapter of `shape`'s modules (module i's A and B moments as its a
+// and b), so that the adapter's slice and gather carry them too.
+LoraAdapter MomentsAsAdapter(const LoraAdapter& shape, const std::vector<std::vector<float>>& moments) {
+  LoraAdapter a = shape;
+  for (size_t i = 0; i < a.modules().size(); ++i) {
+    LoraModule& m = a.modules()[i];
+    m.a = moments[2 * i];
+    m.b = moments[2 * i + 1];
+    m.grad_a.clear();
+    m.grad_b.clear();
+  }
+  return a;
+}
+
+// Tensor parallelism: every rank takes its share of the whole adapter and moments.
+Status ScatterWhole(Trainer::State& s) {
+  GK_RETURN_IF_ERROR(SliceLoraAdapter(*s.whole, s.full_config, s.tp, s.adapter.get()));
+  for (auto [whole, share] : {std::pair{&s.whole_m, &s.optimizer->m()}, std::pair{&s.whole_v, &s.optimizer->v()}}) {
+    LoraAdapter part = MomentsAsAdapter(*s.adapter, *share);
+    GK_RETURN_IF_ERROR(SliceLoraAdapter(MomentsAsAdapter(*s.whole, *whole), s.full_config, s.tp, &part));
+    for (size_t i = 0; i < part.modules().size(); ++i) {
+      (*share)[2 * i] = part.modules()[i].a;
+      (*share)[2 * i + 1] = part.modules()[i].b;
+    }
+  }
+  return Status::Ok();
+}
+
+// Tensor parallelism, collective over the group: the whole adapter and moments from the shares.
+Status GatherWhole(Trainer::State& s) {
+  GK_RETURN_IF_ERROR(GatherLoraAdapter(*s.adapter, s.full_config, s.tp, s.whole.get()));
+  for (auto [whole, share] : {std::pair{&s.whole_m, &s.optimizer->m()}, std::pair{&s.whole_v, &s.optimizer->v()}}) {
+    LoraAdapter all = MomentsAsAdapter(*s.whole, *whole);
+    GK_RETURN_IF_ERROR(GatherLoraAdapter(MomentsAsAdapter(*s.adapter, *share), s.full_config, s.tp, &all));
+    for (size_t i = 0; i < all.modules().size(); ++i) {
+      (*whole)[2 * i] = all.modules()[i].a;
+      (*whole)[2 * i + 1] = all.modules()[i].b;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, const std::string& dataset_dir,
-                                                 ThreadPool* pool, bool resume, dist::Communicator* comm) {
-  Result<std::unique_ptr<Trainer>> local = CreateLocal(recipe, dataset_dir, pool, resume, comm);
-  if (!comm || comm->size() == 1) return local;
+                                                 ThreadPool* pool, bool resume, dist::Communicator* comm, int tp) {
+  auto s = std::make_unique<State>();
+  if (!comm) {
+    s->own_comm = dist::SingleProcessCommunicator();
+    comm = s->own_comm.get();
+  }
+  s->world = s->comm = comm;
+  if (tp < 1) return Status::Error(StrCat("--tp must be at least 1, got ", tp));
+  if (comm->size() % tp != 0) {
+    return Status::Error(StrCat("--tp ", tp, " needs a multiple of ", tp, " ranks (mpirun -np ", tp,
+                                " x the data-parallel groups); this run has ", comm->size()));
+  }
+  if (tp > 1) {  // consecutive ranks form a tensor-parallel group; equal positions a data-parallel one
+    GK_ASSIGN_OR_RETURN(s->tp_group, comm->Split(comm->rank() / tp, comm->rank()));
+    GK_ASSIGN_OR_RETURN(s->dp_group, comm->Split(comm->rank() % tp, comm->rank()));
+    s->tp = TensorParallel{s->tp_group.get(), s->tp_group->rank(), tp};
+    s->comm = s->dp_group.get();
+  }
+  // A failed CreateLocal frees the state, the single-process communicator with it.
+  if (comm->size() == 1) return CreateLocal(recipe, dataset_dir, pool, resume, std::move(s));
+  Result<std::unique_ptr<Trainer>> local = CreateLocal(recipe, dataset_dir, pool, resume, std::move(s));
   // Agree before the first collective of the run: a rank that failed alone would leave the
   // others waiting in it.
   int64_t failed = local.ok() ? 0 : 1;
@@ -205,32 +308,29 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, cons
 Status Trainer::SyncFromRankZero() {
   State& s = *s_;
   int64_t counters[3] = {s.start_step, s.optimizer->step(), s.last_saved};
-  GK_RETURN_IF_ERROR(s.comm->Broadcast(std::as_writable_bytes(std::span<int64_t>(counters)), 0));
-  GK_RETURN_IF_ERROR(s.comm->Broadcast(std::as_writable_bytes(std::span<double>(&s.elapsed_before, 1)), 0));
+  GK_RETURN_IF_ERROR(s.world->Broadcast(std::as_writable_bytes(std::span<int64_t>(counters)), 0));
+  GK_RETURN_IF_ERROR(s.world->Broadcast(std::as_writable_bytes(std::span<double>(&s.elapsed_before, 1)), 0));
   s.start_step = counters[0];
   s.optimizer->set_step(counters[1]);
   s.last_saved = counters[2];
-  for (size_t i = 0; i < s.trainables.size(); ++i) {
-    for (std::vector<float>* v : {s.trainables[i].value, &s.optimizer->m()[i], &s.optimizer->v()[i]}) {
-      GK_RETURN_IF_ERROR(s.comm->Broadcast(std::as_writable_bytes(std::span<float>(*v)), 0));
+  // Rank 0's values and moments in the layout checkpoints hold (the whole adapter's under
+  // tensor parallelism, then each rank takes its share).
+  for (const CheckpointSlot& c : CheckpointSlots(s)) {
+    for (std::vector<float>* v : {c.value, c.m, c.v}) {
+      GK_RETURN_IF_ERROR(s.world->Broadcast(std::as_writable_bytes(std::span<float>(*v)), 0));
     }
   }
+  if (s.tp.active()) GK_RETURN_IF_ERROR(ScatterWhole(s));
   if (FullParams* fp = s.model->full_params()) fp->Sync(*s.pool);
-  return BroadcastString(*s.comm, &s.resumed_from, 0);
+  return BroadcastString(*s.world, &s.resumed_from, 0);
 }
 
 Result<std::unique_ptr<Trainer>> Trainer::CreateLocal(const TrainRecipe& recipe, const std::string& dataset_dir,
-                                                      ThreadPool* pool, bool resume, dist::Communicator* comm) {
+                                                      ThreadPool* pool, bool resume, std::unique_ptr<State> s) {
   GK_RETURN_IF_ERROR(ValidateRecipe(recipe));
-  auto s = std::make_unique<State>();
   s->recipe = recipe;
   s->pool = pool;
-  if (!comm) {
-    s->own_comm = dist::SingleProcessCommunicator();
-    comm = s->own_comm.get();
-  }
-  s->comm = comm;
-  const bool writer = comm->rank() == 0;
+  const bool writer = s->world->rank() == 0;
   s->dataset_dir = dataset_dir;
   GK_ASSIGN_OR_RETURN(s->dataset, TokenDataset::Open(dataset_dir));
   // rows < micro_batch × grad_accum, tested without forming the product (both are >= 1, but
@@ -241,10 +341,19 @@ Result<std::unique_ptr<Trainer>> Trainer::CreateLocal(const TrainRecipe& recipe,
   }
   const int64_t per_step = recipe.micro_batch * recipe.grad_accum;
   GK_ASSIGN_OR_RETURN(s->config, LoadModelConfig(recipe.model));
+  s->full_config = s->config;
+  if (s->tp.active()) {
+    if (recipe.full_finetune) {
+      return Status::Error("--tp: tensor-parallel training trains LoRA adapters; lora.full_finetune is not supported "
+                           "with --tp yet (use data parallelism alone)");
+    }
+    GK_ASSIGN_OR_RETURN(s->config, ShardModelConfig(s->full_config, s->tp.size));
+  }
   int64_t longest = 0;
   for (int64_t i = 0; i < s->dataset.rows(); ++i) longest = std::max(longest, s->dataset.RowLength(i));
   TrainingModelOptions to;
   to.remat = recipe.remat;
+  to.tp = s->tp;
   to.max_tokens = std::max<int64_t>(2, longest * recipe.micro_batch);
   if (recipe.full_finetune) {
     GK_RETURN_IF_ERROR(CheckFullFineTuneFits(recipe, s->config, to.max_tokens));
@@ -254,8 +363,21 @@ Result<std::unique_ptr<Trainer>> Trainer::CreateLocal(const TrainRecipe& recipe,
     GK_ASSIGN_OR_RETURN(s->model, TrainingModel::Create(s->config, std::move(weights), nullptr, pool, to));
     for (FullParam& p : s->model->full_params()->params()) s->trainables.push_back({p.name, p.shape, &p.value, &p.grad});
   } else {
-    GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(recipe.model, s->config, WeightLoadMode::kMmap));
-    GK_ASSIGN_OR_RETURN(s->adapter, MakeAdapter(recipe, s->config, weights.prefix));
+    // A rank of a tensor-parallel group reads its share into memory of its own (model/weights.h).
+    GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(recipe.model, s->full_config, WeightLoadMode::kMmap, s->tp));
+    GK_ASSIGN_OR_RETURN(s->adapter, MakeAdapter(recipe, s->full_config, weights.prefix));
+    if (s->tp.active()) {  // the whole adapter is kept for checkpoints; the rank trains its share
+      s->whole = std::move(s->adapter);
+      GK_ASSIGN_OR_RETURN(LoraAdapter share, LoraAdapter::Create(s->config, weights.prefix, AdapterOptions(recipe)));
+      s->adapter = std::make_unique<LoraAdapter>(std::move(share));
+      GK_RETURN_IF_ERROR(SliceLoraAdapter(*s->whole, s->full_config, s->tp, s->adapter.get()));
+      for (const LoraModule& m : s->whole->modules()) {
+        for (const std::vector<float>* f : {&m.a, &m.b}) {
+          s->whole_m.emplace_back(f->size(), 0.f);
+          s->whole_v.emplace_back(f->size(), 0.f);
+        }
+      }
+    }
     GK_ASSIGN_OR_RETURN(s->model, TrainingModel::Create(s->config, std::move(weights), s->adapter.get(), pool, to));
     for (LoraModule& m : s->adapter->modules()) {
       s->trainables.push_back({LoraAdapter::KeyA(m), {s->adapter->rank(), m.in}, &m.a, &m.grad_a});
@@ -298,11 +420,15 @@ Result<std::unique_ptr<Trainer>> Trainer::CreateLocal(const TrainRecipe& recipe,
       return Status::Error(StrCat(*latest, ": was trained on other data (", st["dataset"].dump(), ", now ",
                                   DatasetIdentity(s->dataset).dump(), "); resume with the same data"));
     }
-    const int64_t world = st.value("world_size", int64_t(1));
-    if (world != comm->size()) {
+    const int64_t world = st.value("world_size", int64_t(1)), tp = st.value("tensor_parallel", int64_t(1));
+    if (world != s->world->size()) {
       return Status::Error(StrCat(*latest, ": was trained by ", world, " process", world == 1 ? "" : "es",
-                                  ", this run has ", comm->size(), "; resume it with the same number (mpirun -np ",
+                                  ", this run has ", s->world->size(), "; resume it with the same number (mpirun -np ",
                                   world, ")"));
+    }
+    if (tp != s->tp.size) {
+      return Status::Error(StrCat(*latest, ": was trained with --tp ", tp, ", this run has --tp ", s->tp.size,
+                                  "; resume it with the same tensor parallelism"));
     }
     if (ck.full != recipe.full_finetune) {
       return Status::Error(StrCat(*latest, ": is a ", ck.full ? "full fine-tuning" : "LoRA",
@@ -311,10 +437,9 @@ Result<std::unique_ptr<Trainer>> Trainer::CreateLocal(const TrainRecipe& recipe,
     std::map<std::string, const NamedTensor*> by_name;
     for (const NamedTensor& t : ck.params) by_name[t.name] = &t;
     for (const NamedTensor& t : ck.optimizer) by_name[t.name] = &t;
-    for (size_t i = 0; i < s->trainables.size(); ++i) {
-      const Trainable& tr = s->trainables[i];
-      for (const auto& [name, dst] : {std::pair{tr.name, tr.value}, std::pair{tr.name + ".exp_avg", &s->optimizer->m()[i]},
-                                      std::pair{tr.name + ".exp_avg_sq", &s->optimizer->v()[i]}}) {
+    for (const CheckpointSlot& c : CheckpointSlots(*s)) {
+      for (const auto& [name, dst] : {std::pair{c.name, c.value}, std::pair{c.name + ".exp_avg", c.m},
+                                      std::pair{c.name + ".exp_avg_sq", c.v}}) {
         auto it = by_name.find(name);
         if (it == by_name.end() || it->second->data.size() != dst->size()) {
           return Status::Error(StrCat(*latest, ": tensor ", name, " is missing or has the wrong size"));
@@ -340,13 +465,12 @@ namespace {
 Status SaveState(Trainer::State& s, int64_t step, double elapsed) {
   CheckpointContents c;
   c.full = s.recipe.full_finetune;
-  if (!c.full) c.adapter_config = s.adapter->PeftConfigJson(s.recipe.model);
+  if (!c.full) c.adapter_config = (s.tp.active() ? s.whole : s.adapter)->PeftConfigJson(s.recipe.model);
   // Written from where the values live (no copy of a fully fine-tuned model).
-  for (size_t i = 0; i < s.trainables.size(); ++i) {
-    const Trainable& t = s.trainables[i];
+  for (const CheckpointSlot& t : CheckpointSlots(s)) {
     c.params.push_back({t.name, t.shape, {}, t.value->data()});
-    c.optimizer.push_back({t.name + ".exp_avg", t.shape, {}, s.optimizer->m()[i].data()});
-    c.optimizer.push_back({t.name + ".exp_avg_sq", t.shape, {}, s.optimizer->v()[i].data()});
+    c.optimizer.push_back({t.name + ".exp_avg", t.shape, {}, t.m->data()});
+    c.optimizer.push_back({t.name + ".exp_avg_sq", t.shape, {}, t.v->data()});
   }
   c.trainer_state = {{"step", step},
                      {"optimizer_step", s.optimizer->step()},
@@ -357,10 +481,20 @@ Status SaveState(Trainer::State& s, int64_t step, double elapsed) {
                                         {"rows_per_step", s.recipe.micro_batch * s.recipe.grad_accum}}},
                      {"rng", {{"seed", s.recipe.seed}, {"dropout", "counter-based: MixKey(seed, micro-batch index)"}}},
                      {"elapsed_s", elapsed},
-                     {"world_size", s.comm->size()},
+                     {"world_size", s.world->size()},
+                     {"tensor_parallel", s.tp.size},
                      {"fingerprint", Fingerprint(s.recipe)},
                      {"dataset", DatasetIdentity(s.dataset)}};
   GK_RETURN_IF_ERROR(SaveCheckpoint(s.recipe.out, c, s.recipe.keep_last));
+  s.last_saved = step;
+  return Status::Ok();
+}
+
+// Every rank at a checkpoint: under tensor parallelism the group first puts the whole adapter
+// and moments together; rank 0 writes.
+Status Save(Trainer::State& s, int64_t step, double elapsed, bool writer) {
+  if (s.tp.active()) GK_RETURN_IF_ERROR(GatherWhole(s));
+  if (writer) return SaveState(s, step, elapsed);
   s.last_saved = step;
   return Status::Ok();
 }
@@ -389,15 +523,17 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
   auto elapsed = [&] { return s.elapsed_before + std::chrono::duration<double>(Clock::now() - t_start).count(); };
+  // Micro-batches are dealt over the data-parallel group (every rank of a tensor-parallel group
+  // runs the same ones).
   dist::Communicator& comm = *s.comm;
   const int world = comm.size(), me = comm.rank();
-  const bool writer = me == 0;
+  const bool writer = s.world->rank() == 0;
   // A stop every rank agrees on (one flag all-reduced): the ranks leave at the same micro-batch.
   Status comm_error = Status::Ok();
   auto stop_requested = [&] {
     int64_t flag = stop && stop->load(std::memory_order_relaxed) ? 1 : 0;
-    if (world > 1 && comm_error.ok()) {
-      comm_error = comm.AllReduceMax(std::span<int64_t>(&flag, 1));
+    if (s.world->size() > 1 && comm_error.ok()) {
+      comm_error = s.world->AllReduceMax(std::span<int64_t>(&flag, 1));
       if (!comm_error.ok()) return true;
     }
     return flag != 0;
@@ -447,6 +583,8 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
     }
     GK_RETURN_IF_ERROR(comm_error);
     if (abandoned) break;
+    // Tensor parallel: the factors the group shares get every rank's part of their gradient.
+    if (s.tp.active()) GK_RETURN_IF_ERROR(ReduceLoraGradsOverTp(*s.adapter, s.full_config, s.tp));
     if (world > 1) GK_RETURN_IF_ERROR(AllReduceStep(comm, s.trainables, &flat_grads, &stats));
 
     std::vector<std::span<float>> grads;
@@ -456,7 +594,13 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
       params.push_back({t.value->data(), t.grad->data(), int64_t(t.value->size())});
     }
     std::vector<std::span<const float>> cgrads(grads.begin(), grads.end());
-    const double norm = GlobalGradNorm(cgrads);
+    double norm = 0;
+    if (s.tp.active()) {  // over the whole adapter, each shared factor counted once
+      GK_ASSIGN_OR_RETURN(const double squares, LoraGradSquaredNorm(*s.adapter, s.full_config, s.tp));
+      norm = std::sqrt(squares);
+    } else {
+      norm = GlobalGradNorm(cgrads);
+    }
     if (r.max_grad_norm > 0) ClipByGlobalNorm(grads, norm, r.max_grad_norm);
     const double lr = s.schedule(step);
     s.optimizer->Step(params, lr);
@@ -482,25 +626,25 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
     if (writer) {
       GK_RETURN_IF_ERROR(AppendLine(MetricsPath(r), log.ToJson().dump()));
       if (on_step) on_step(log);
-      if (r.save_every > 0 && (step + 1) % r.save_every == 0) GK_RETURN_IF_ERROR(SaveState(s, step + 1, elapsed()));
     }
+    if (r.save_every > 0 && (step + 1) % r.save_every == 0) GK_RETURN_IF_ERROR(Save(s, step + 1, elapsed(), writer));
   }
   GK_RETURN_IF_ERROR(comm_error);
   s.stopped = step < s.total_steps;
+  if (s.last_saved != step) GK_RETURN_IF_ERROR(Save(s, step, elapsed(), writer));  // the whole adapter too
   if (!writer) {
-    s.summary = {{"rank", me}, {"steps", {{"done", step}, {"start", s.start_step}}}};
+    s.summary = {{"rank", s.world->rank()}, {"steps", {{"done", step}, {"start", s.start_step}}}};
     return Status::Ok();
   }
-  if (s.last_saved != step) GK_RETURN_IF_ERROR(SaveState(s, step, elapsed()));
   if (!s.stopped) {
     if (FullParams* fp = s.model->full_params()) GK_RETURN_IF_ERROR(fp->WriteCheckpoint(r.model, r.out + "/model"));
-    else GK_RETURN_IF_ERROR(s.adapter->SavePeft(r.out + "/adapter", r.model));
+    else GK_RETURN_IF_ERROR((s.tp.active() ? s.whole : s.adapter)->SavePeft(r.out + "/adapter", r.model));
   }
 
   const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
-  int64_t total_params = s.config.ParameterCount();
+  int64_t total_params = s.full_config.ParameterCount();
   const FullParams* full = s.model->full_params();
-  const int64_t trainable = full ? full->ParameterCount() : s.adapter->ParameterCount();
+  const int64_t trainable = full ? full->ParameterCount() : (s.tp.active() ? s.whole : s.adapter)->ParameterCount();
   s.summary = {
       {"config", r.ToJson()},
       {"dataset", {{"dir", s.dataset_dir},
@@ -508,13 +652,14 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
                    {"tokens", s.dataset.total_tokens()},
                    {"loss_tokens", s.dataset.total_loss_tokens()},
                    {"meta", s.dataset.meta()}}},
-      {"model", {{"dir", r.model}, {"architecture", s.config.arch == Arch::kGemma4 ? "gemma4" : "gemma3"},
-                 {"layers", s.config.num_layers}, {"hidden_size", s.config.hidden_size}}},
+      {"model", {{"dir", r.model}, {"architecture", s.full_config.arch == Arch::kGemma4 ? "gemma4" : "gemma3"},
+                 {"layers", s.full_config.num_layers}, {"hidden_size", s.full_config.hidden_size}}},
       {"parameters", {{"total", total_params},
                       {"trainable", trainable},
                       {"trainable_fraction", double(trainable) / double(std::max<int64_t>(1, total_params))},
                       {"full_finetune", full != nullptr},
                       {"lora_modules", full ? 0 : s.adapter->modules().size()}}},
+      {"parallel", {{"ranks", s.world->size()}, {"tensor_parallel", s.tp.size}, {"data_parallel", s.comm->size()}}},
       {"hardware", {{"cpu", CpuModelName()},
                     {"threads", s.pool->size()},
                     {"hardware_threads", HardwareThreads()},

@@ -26,6 +26,11 @@
 // the sums. Rank 0 alone writes the run directory (metrics, checkpoints, adapter); the other
 // ranks start from rank 0's state (also when resuming); a stop is agreed between micro-batches
 // so that every rank leaves at the same one. A checkpoint resumes only with its world size.
+//
+// Tensor parallel (tp > 1, `mpirun -np T·D gemmakit train --tp T`, LoRA): each group of T
+// consecutive ranks runs the same micro-batches on its share of the model and adapter
+// (model/train/lora_tensor_parallel.h); the D groups are data parallel as above. Checkpoints
+// and the final adapter are put back together in the whole model's layout for rank 0 to write.
 #pragma once
 
 #include <atomic>
@@ -59,8 +64,12 @@ class Trainer {
   // that already has checkpoints is an error (nothing is overwritten).
   // comm: the ranks of a data-parallel run (nullptr: this process alone). Collective: every
   // rank calls it, and all fail when one does.
+  // tp > 1: tensor parallel (LoRA): consecutive groups of tp ranks each hold one copy of the
+  // model split tp ways (model/tensor_parallel.h); the comm's size must be a multiple of tp, and
+  // the groups are data parallel to each other.
   static Result<std::unique_ptr<Trainer>> Create(const TrainRecipe& recipe, const std::string& dataset_dir,
-                                                 ThreadPool* pool, bool resume, dist::Communicator* comm = nullptr);
+                                                 ThreadPool* pool, bool resume, dist::Communicator* comm = nullptr,
+                                                 int tp = 1);
   ~Trainer();
 
   // Runs to the last step (or until *stop). on_step is called after every step.
@@ -76,7 +85,7 @@ class Trainer {
  private:
   explicit Trainer(std::unique_ptr<State> s);
   static Result<std::unique_ptr<Trainer>> CreateLocal(const TrainRecipe& recipe, const std::string& dataset_dir,
-                                                      ThreadPool* pool, bool resume, dist::Communicator* comm);
+                                                      ThreadPool* pool, bool resume, std::unique_ptr<State> s);
   Status SyncFromRankZero();
   std::unique_ptr<State> s_;
 };

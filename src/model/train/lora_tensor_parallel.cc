@@ -27,6 +27,27 @@ void CopyCols(const std::vector<float>& src, int64_t rows, int64_t width, int64_
   }
 }
 
+// Whether this rank's copy of module m's A (B) counts as the whole model's: a rank's own slice
+// always; a part every rank of the group holds (or, for replicated KV heads, every rank
+// sharing the head) only on the first of them.
+struct Owned {
+  bool a = true, b = true;
+};
+Owned OwnedParts(const LoraModule& m, const ModelConfig& full, const TensorParallel& tp) {
+  const TensorSlice s = ModuleSlice(m, full, tp);
+  Owned o;
+  if (s.kind == TensorSlice::Kind::kRows) {
+    o.a = tp.rank == 0;
+    const int K = full.KvHeads(m.layer);
+    if ((m.target == LoraTarget::kK || m.target == LoraTarget::kV) && K < tp.size) o.b = tp.rank % (tp.size / K) == 0;
+  } else if (s.kind == TensorSlice::Kind::kCols) {
+    o.b = tp.rank == 0;
+  } else {
+    o.a = o.b = tp.rank == 0;
+  }
+  return o;
+}
+
 }  // namespace
 
 Status SliceLoraAdapter(const LoraAdapter& whole, const ModelConfig& full, const TensorParallel& tp,
@@ -61,6 +82,56 @@ Status SliceLoraAdapter(const LoraAdapter& whole, const ModelConfig& full, const
     slice(w.grad_a, w.grad_b, &l.grad_a, &l.grad_b);
   }
   return Status::Ok();
+}
+
+Status GatherLoraAdapter(const LoraAdapter& local, const ModelConfig& full, const TensorParallel& tp,
+                         LoraAdapter* whole) {
+  if (whole->modules().size() != local.modules().size()) {
+    return Status::Error("tensor parallel: the whole adapter has other modules than the share");
+  }
+  const int64_t r = local.rank();
+  std::vector<std::span<float>> parts;
+  for (size_t i = 0; i < local.modules().size(); ++i) {
+    const LoraModule& l = local.modules()[i];
+    LoraModule& w = whole->modules()[i];
+    if (w.a.size() != size_t(r * w.in) || w.b.size() != size_t(w.out * r)) {
+      return Status::Error(StrCat("tensor parallel: whole adapter module ", w.name, " has the wrong shape"));
+    }
+    std::fill(w.a.begin(), w.a.end(), 0.f);
+    std::fill(w.b.begin(), w.b.end(), 0.f);
+    parts.push_back(w.a);
+    parts.push_back(w.b);
+    const TensorSlice s = ModuleSlice(w, full, tp);
+    const Owned own = OwnedParts(w, full, tp);
+    if (s.kind == TensorSlice::Kind::kCols) {  // A's columns
+      for (int64_t row = 0; row < r; ++row) {
+        std::copy(l.a.begin() + row * l.in, l.a.begin() + (row + 1) * l.in, w.a.begin() + row * w.in + s.begin);
+      }
+    } else if (own.a) {
+      std::copy(l.a.begin(), l.a.end(), w.a.begin());
+    }
+    if (s.kind == TensorSlice::Kind::kRows) {  // B's rows
+      if (own.b) std::copy(l.b.begin(), l.b.end(), w.b.begin() + s.begin * r);
+    } else if (own.b) {
+      std::copy(l.b.begin(), l.b.end(), w.b.begin());
+    }
+  }
+  if (!tp.active()) return Status::Ok();
+  std::vector<float> scratch;
+  return dist::AllReduceSumAll(*tp.comm, parts, &scratch);
+}
+
+Result<double> LoraGradSquaredNorm(const LoraAdapter& local, const ModelConfig& full, const TensorParallel& tp) {
+  double sum = 0;
+  for (const LoraModule& m : local.modules()) {
+    const Owned own = tp.active() ? OwnedParts(m, full, tp) : Owned{};
+    for (auto [grad, counted] : {std::pair{&m.grad_a, own.a}, std::pair{&m.grad_b, own.b}}) {
+      if (!counted) continue;
+      for (float g : *grad) sum += double(g) * double(g);
+    }
+  }
+  if (tp.active()) GK_RETURN_IF_ERROR(tp.comm->AllReduceSum(std::span<double>(&sum, 1)));
+  return sum;
 }
 
 Status ReduceLoraGradsOverTp(LoraAdapter& local, const ModelConfig& full, const TensorParallel& tp) {

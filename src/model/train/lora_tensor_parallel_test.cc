@@ -99,6 +99,12 @@ TEST(MpiTensorParallelTest, TrainingGradientsEqualOneProcess) {
     const ModelConfig local = *ShardModelConfig(c, tp.size);
     LoraAdapter part = *LoraAdapter::Create(local, prefix, Options());
     ASSERT_TRUE(SliceLoraAdapter(whole, c, tp, &part).ok());
+    LoraAdapter back = *LoraAdapter::Create(c, prefix, Options());
+    ASSERT_TRUE(GatherLoraAdapter(part, c, tp, &back).ok());  // the shares put together again
+    for (size_t i = 0; i < back.modules().size(); ++i) {
+      EXPECT_EQ(back.modules()[i].a, whole.modules()[i].a) << back.modules()[i].name;
+      EXPECT_EQ(back.modules()[i].b, whole.modules()[i].b) << back.modules()[i].name;
+    }
 
     MicroBatchStats want, got;
     auto tm = TrainingModel::Create(c, std::move(*whole_w), &whole, &pool, to);
@@ -116,6 +122,9 @@ TEST(MpiTensorParallelTest, TrainingGradientsEqualOneProcess) {
     EXPECT_EQ(got.targets, want.targets);
     EXPECT_EQ(got.correct, want.correct);
     EXPECT_NEAR(got.loss_sum, want.loss_sum, 1e-5 * std::fabs(want.loss_sum));
+    auto norm2 = LoraGradSquaredNorm(part, c, tp);  // replicated parts counted once
+    ASSERT_TRUE(norm2.ok()) << norm2.message();
+    EXPECT_NEAR(*norm2, *LoraGradSquaredNorm(whole, c, TensorParallel{}), 1e-4 * *norm2);
     LoraAdapter expect = *LoraAdapter::Create(local, prefix, Options());
     ASSERT_TRUE(SliceLoraAdapter(whole, c, tp, &expect).ok());  // the whole gradients' share
     for (size_t i = 0; i < part.modules().size(); ++i) {
