@@ -3,7 +3,7 @@
 //                      [--mmap] [--json] [--quantize none|q8_0] [--batch 16] [--bf16-activations split|round]
 //                      [--tp N [--no-tp-baseline]]   (under mpirun -np N: tensor parallel)
 // gemmakit bench train --model DIR --seq-len T [--rank 16] [--alpha 32] [--steps 3] [--remat | --compare-remat] [--full]
-//                      [--threads N] [--json] [--targets q,k,v,o,gate,up,down]
+//                      [--threads N] [--json] [--targets q,k,v,o,gate,up,down] [--tp N (under mpirun -np N)]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -64,6 +64,8 @@ int RunBench(int argc, char** argv) {
   train->add_option("--threads", to.threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
   train->add_option("--targets", targets, "projections carrying a LoRA, comma-separated");
   train->add_flag("--json", train_json, "print one JSON object instead of the table");
+  train->add_option("--tp", to.tp, "under mpirun -np N: the N ranks train the row together, tensor parallel")
+      ->check(CLI::Range(1, 4096));
   CLI11_PARSE(app, argc, argv);
   if (train->parsed()) {
     to.targets = SplitCommas(targets);

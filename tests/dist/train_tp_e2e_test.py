@@ -23,10 +23,13 @@ accumulation 4, 6 steps, a checkpoint every 2 keeping 2), trained:
   (d) (b)'s run resumed from its step-4 checkpoint with `-np 2 --tp 2` ends equal to (a); with
       `--tp 1` the resume is refused naming the tensor parallelism;
   (e) refused with a message and a non-zero exit: `-np 3 --tp 2`, and --tp with full
-      fine-tuning.
+      fine-tuning;
+  (f) `mpirun -np 2 gemmakit bench train --tp 2 --json` reports the bytes each rank hands to
+      collectives per step and the scaling against the whole model on rank 0 alone.
 Skipped (exit 77) without mpirun. Always --threads 1 per rank.
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -109,6 +112,19 @@ def main():
         check(p.returncode != 0 and "full_finetune is not supported with --tp" in p.stderr,
               f"(e) full fine-tuning with --tp: {p.stderr[-800:]}")
         print("(e) -np 3 --tp 2 and full fine-tuning with --tp refused", flush=True)
+
+        # (f) bench train --tp
+        p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", gk, "bench", "train",
+                            "--model", model, "--seq-len", "64", "--rank", "4", "--steps", "1", "--threads", "1",
+                            "--tp", "2", "--json"], capture_output=True, text=True, timeout=300, env=env())
+        lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+        if check(p.returncode == 0 and len(lines) == 1, f"(f) bench train --tp 2: {p.returncode} {p.stderr[-1500:]}"):
+            b = json.loads(lines[0])["tensor_parallel"]
+            # Per step at least the row's embedding and two (T, D) all-reduces per layer, 4 bytes each.
+            if check(b["ranks"] == 2 and b["one_rank_tokens_per_s"] > 0 and b["tp_bytes_per_step"] > 4 * 64 * 128 * 2,
+                     f"(f) bench train --tp 2: {b}"):
+                print(f"(f) bench train --tp 2: {b['scaling']:.2f}x rank 0 alone, "
+                      f"{b['tp_bytes_per_step'] / 2**20:.2f} MiB per step and rank", flush=True)
     finish("train_tp_e2e", t0)
 
 

@@ -7,6 +7,8 @@
 #include <random>
 
 #include "kernels/isa.h"
+#include "model/tensor_parallel.h"
+#include "model/train/lora_tensor_parallel.h"
 #include "model/train/training_model.h"
 #include "model/weights.h"
 #include "tensor/thread_pool.h"
@@ -110,13 +112,16 @@ std::vector<std::span<float>> Gradients(LoraAdapter& adapter, TrainingModel& mod
 }
 
 // comm: null, or the data-parallel ranks (each step ends with the gradients' all-reduce).
+// tp: a tensor-parallel group training the row together (comm then null).
 Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, const std::vector<std::string>& names,
                               const std::vector<int32_t>& tokens, const std::vector<uint8_t>& mask, bool remat,
-                              ThreadPool& pool, dist::Communicator* comm, TrainBenchResult* meta) {
+                              ThreadPool& pool, dist::Communicator* comm, const TensorParallel& tp,
+                              TrainBenchResult* meta) {
   TrainBenchRun run;
   run.remat = remat;
   const double t0 = NowSeconds();
-  GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(o.model_dir, c, WeightLoadMode::kCopy));
+  GK_ASSIGN_OR_RETURN(const ModelConfig local, ShardModelConfig(c, tp.size));
+  GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(o.model_dir, c, WeightLoadMode::kCopy, tp));
   run.load_seconds = NowSeconds() - t0;
   meta->weight_dtype = std::string(DTypeName(weights.embed.dtype));
   LoraOptions lo;
@@ -132,13 +137,21 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
     for (float& v : m.b) v = nd(rng);
   }
   meta->lora_modules = o.full ? 0 : int(adapter.modules().size());
+  const LoraAdapter whole = tp.active() ? adapter : LoraAdapter();  // for the FLOP count
+  if (tp.active()) {  // this rank's share of the same adapter
+    GK_ASSIGN_OR_RETURN(LoraAdapter share, LoraAdapter::Create(local, weights.prefix, lo));
+    GK_RETURN_IF_ERROR(SliceLoraAdapter(whole, c, tp, &share));
+    adapter = std::move(share);
+  }
   TrainingModelOptions to;
   to.remat = remat;
   to.max_tokens = std::max<int64_t>(2, int64_t(tokens.size()));
+  to.tp = tp;
   if (o.full) to.full_finetune_from = o.model_dir;
-  GK_ASSIGN_OR_RETURN(auto model, TrainingModel::Create(c, std::move(weights), o.full ? nullptr : &adapter, &pool, to));
+  GK_ASSIGN_OR_RETURN(auto model,
+                      TrainingModel::Create(local, std::move(weights), o.full ? nullptr : &adapter, &pool, to));
   if (o.full) meta->trainable_params = model->full_params()->ParameterCount();
-  else meta->trainable_params = adapter.ParameterCount();
+  else meta->trainable_params = (tp.active() ? whole : adapter).ParameterCount();
   const TrainRowView row{tokens, mask};
   const int64_t T = int64_t(tokens.size());
   const float loss_scale = 1.f / float(T - 1);
@@ -154,11 +167,15 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
     meta->fp32_peak_probes.push_back(MeasureFp32Peak(pool, o.peak_repeats));  // ~0.1 s, outside the timing
     MicroBatchStats st;
     if (comm) GK_RETURN_IF_ERROR(comm->Barrier());  // the ranks start each step together
+    if (tp.active()) GK_RETURN_IF_ERROR(tp.comm->Barrier());
+    const int64_t bytes0 = tp.active() ? tp.comm->bytes_communicated() : 0;
     const double s0 = NowSeconds();
     GK_RETURN_IF_ERROR(model->ForwardBackward({&row, 1}, loss_scale, uint64_t(s), &st));
     if (comm) GK_RETURN_IF_ERROR(dist::AllReduceSumAll(*comm, grads, &flat));  // as the trainer
+    if (tp.active()) GK_RETURN_IF_ERROR(ReduceLoraGradsOverTp(adapter, c, tp));
     const double dt = NowSeconds() - s0;
     if (s > 0) run.step_seconds.push_back(dt);
+    if (tp.active()) meta->tp_bytes_per_step = tp.comm->bytes_communicated() - bytes0;
     run.loss = st.targets > 0 ? st.loss_sum / double(st.targets) : 0;
   }
   run.activation_bytes = model->activation_bytes();
@@ -168,7 +185,7 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
   run.min_step_s = *std::min_element(run.step_seconds.begin(), run.step_seconds.end());
   const double ranks = comm ? double(comm->size()) : 1.0;  // each rank trained a row per step
   run.tokens_per_s = ranks * double(T) / run.mean_step_s;
-  run.flops = CountTrainFlops(c, o.full ? nullptr : &adapter, T, remat, o.full);
+  run.flops = CountTrainFlops(c, o.full ? nullptr : (tp.active() ? &whole : &adapter), T, remat, o.full);
   run.useful_gflops = ranks * run.flops.useful / run.mean_step_s / 1e9;
   run.executed_gflops = ranks * run.flops.executed / run.mean_step_s / 1e9;
   return run;
@@ -205,13 +222,22 @@ Result<TrainBenchResult> RunTrainBench(const TrainBenchOptions& o) {
   const std::vector<uint8_t> mask(tokens.size(), 1);
 
   dist::Communicator* comm = o.comm && o.comm->size() > 1 ? o.comm : nullptr;
+  TensorParallel tp;
+  if (o.tp > 1) {
+    if (!comm || comm->size() != o.tp) {
+      return Status::Error(StrCat("--tp ", o.tp, " needs exactly ", o.tp, " ranks (mpirun -np ", o.tp, ")"));
+    }
+    if (o.full) return Status::Error("--tp: tensor-parallel training benchmarks LoRA (not --full)");
+    tp = TensorParallel{comm, comm->rank(), comm->size()};
+    r.tp = o.tp;
+  }
   if (comm) {
     if (o.compare_remat) return Status::Error("--compare-remat runs in one process (not under mpirun)");
     r.ranks = comm->size();
     r.comm_backend = comm->backend();
     if (comm->rank() == 0) {  // the baseline: rank 0 alone, while the others wait in the barrier
       TrainBenchResult alone;
-      GK_ASSIGN_OR_RETURN(TrainBenchRun run, RunOnce(o, c, names, tokens, mask, o.remat, pool, nullptr, &alone));
+      GK_ASSIGN_OR_RETURN(TrainBenchRun run, RunOnce(o, c, names, tokens, mask, o.remat, pool, nullptr, {}, &alone));
       r.one_rank_tokens_per_s = run.tokens_per_s;
     }
     GK_RETURN_IF_ERROR(comm->Barrier());
@@ -219,7 +245,9 @@ Result<TrainBenchResult> RunTrainBench(const TrainBenchOptions& o) {
   // With compare_remat the remat run goes first, so that each run's peak RSS is its own.
   std::vector<bool> order = o.compare_remat ? std::vector<bool>{true, false} : std::vector<bool>{o.remat};
   for (bool remat : order) {
-    GK_ASSIGN_OR_RETURN(TrainBenchRun run, RunOnce(o, c, names, tokens, mask, remat, pool, comm, &r));
+    // Tensor parallel: the ranks share one row (no data-parallel all-reduce).
+    GK_ASSIGN_OR_RETURN(TrainBenchRun run,
+                        RunOnce(o, c, names, tokens, mask, remat, pool, tp.active() ? nullptr : comm, tp, &r));
     r.runs.push_back(std::move(run));
   }
   r.fp32_peak_probes.push_back(MeasureFp32Peak(pool, o.peak_repeats));
@@ -266,8 +294,13 @@ std::string FormatTrainBench(const TrainBenchResult& r) {
        (long long)f0.loss_rows, r.steps);
   if (r.ranks > 1) {
     const double tps = r.runs.front().tokens_per_s;
-    line("ranks    %d data-parallel ranks (%s), a row each per step, %.2f MiB of gradients all-reduced per step "
-         "and rank\n", r.ranks, r.comm_backend.c_str(), MiB(double(r.allreduce_bytes_per_step)));
+    if (r.tp > 1) {
+      line("ranks    %d tensor-parallel ranks (%s) training one row together, %.2f MiB to collectives per step "
+           "and rank\n", r.ranks, r.comm_backend.c_str(), MiB(double(r.tp_bytes_per_step)));
+    } else {
+      line("ranks    %d data-parallel ranks (%s), a row each per step, %.2f MiB of gradients all-reduced per step "
+           "and rank\n", r.ranks, r.comm_backend.c_str(), MiB(double(r.allreduce_bytes_per_step)));
+    }
     line("scaling  %.1f tokens/s on %d ranks against %.1f tokens/s for rank 0 alone: %.2fx (ideal %d)\n", tps,
          r.ranks, r.one_rank_tokens_per_s, tps / std::max(r.one_rank_tokens_per_s, 1e-9), r.ranks);
   }
@@ -347,7 +380,8 @@ nlohmann::json TrainBenchToJson(const TrainBenchResult& r) {
                       {"fp32_gflops_probes", r.fp32_peak_probes},
                       {"runs", runs}};
   if (r.ranks > 1) {
-    j["data_parallel"] = {{"ranks", r.ranks},
+    j[r.tp > 1 ? "tensor_parallel" : "data_parallel"] = {{"ranks", r.ranks},
+                          {"tp_bytes_per_step", r.tp_bytes_per_step},
                           {"backend", r.comm_backend},
                           {"one_rank_tokens_per_s", r.one_rank_tokens_per_s},
                           {"scaling", r.runs.front().tokens_per_s / std::max(r.one_rank_tokens_per_s, 1e-9)},

@@ -58,6 +58,10 @@ struct TrainBenchOptions {
   // gradients are all-reduced each step, as the trainer does. Rank 0 first runs alone (the
   // others wait without spinning) for the one-rank baseline of the scaling figure.
   dist::Communicator* comm = nullptr;
+  // Tensor parallel (`mpirun -np N gemmakit bench train --tp N`): the N ranks train one row
+  // together, each on its share of the model and adapter (model/tensor_parallel.h); the same
+  // rank-0-alone baseline.
+  int tp = 1;
 };
 
 // FLOPs of one training step over one row of T tokens (see the header comment).
@@ -119,6 +123,8 @@ struct TrainBenchResult {
   std::string comm_backend;
   double one_rank_tokens_per_s = 0;   // rank 0 alone, same threads, same row
   int64_t allreduce_bytes_per_step = 0;  // gradient bytes each rank all-reduces per step
+  int tp = 1;                         // tensor parallel: the ranks above train one row together
+  int64_t tp_bytes_per_step = 0;      // bytes each rank hands to collectives per step (tensor parallel)
 };
 
 Result<TrainBenchResult> RunTrainBench(const TrainBenchOptions& options);
