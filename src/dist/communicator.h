@@ -70,6 +70,11 @@ Result<Communicator*> World();
 // A string from `root` to every rank (its length first).
 Status BroadcastString(Communicator& comm, std::string* s, int root);
 
+// For collectives inside a forward or backward pass, which has no way to stop on one rank
+// alone (the others would wait forever in the next collective): on an error, prints it as
+// `what` failed and ends every rank.
+void OrAbort(Communicator& comm, const Status& status, const char* what);
+
 // Every buffer summed over the ranks, in one all-reduce through `scratch` (one call for many
 // small gradients instead of one each).
 Status AllReduceSumAll(Communicator& comm, std::span<const std::span<float>> buffers, std::vector<float>* scratch);

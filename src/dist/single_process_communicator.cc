@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "dist/communicator.h"
@@ -44,6 +45,12 @@ bool LaunchedByMpi() {
     if (std::getenv(v) != nullptr) return true;
   }
   return false;
+}
+
+void OrAbort(Communicator& comm, const Status& status, const char* what) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "gemmakit: error: %s failed: %s\n", what, status.message().c_str());
+  comm.Abort(1);
 }
 
 Status BroadcastString(Communicator& comm, std::string* s, int root) {

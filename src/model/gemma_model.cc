@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
+#include "dist/communicator.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/decoder_constants.h"
-#include "dist/communicator.h"
 #include "model/forward_scratch.h"
 #include "model/paged_kv.h"
 #include "model/weight_packing.h"
@@ -155,12 +154,7 @@ void GemmaModel::Embed(const int32_t* tokens, int64_t T, float* x) {
 }
 
 void GemmaModel::TpSum(float* x, int64_t n) {
-  if (!tp_.active()) return;
-  const Status st = tp_.comm->AllReduceSum(std::span<float>(x, size_t(n)));
-  if (!st.ok()) {  // a rank that went on alone would wait forever in the next collective
-    std::fprintf(stderr, "gemmakit: error: tensor-parallel all-reduce failed: %s\n", st.message().c_str());
-    tp_.comm->Abort(1);
-  }
+  if (tp_.active()) dist::OrAbort(*tp_.comm, tp_.comm->AllReduceSum(std::span<float>(x, size_t(n))), "tensor-parallel all-reduce");
 }
 
 namespace {
@@ -345,12 +339,10 @@ void GemmaModel::Logits(int64_t rows, const float* h, float* logits) {
 void GemmaModel::GatherLogits(int64_t rows, float* logits) {
   const int64_t V = config_.vocab_size, per = vocab_.per_rank;
   s_->tp_gathered.resize(size_t(rows * per * tp_.size));
-  const Status st = tp_.comm->AllGather(std::span<const float>(s_->tp_logits.data(), size_t(rows * per)),
-                                        std::span<float>(s_->tp_gathered));
-  if (!st.ok()) {
-    std::fprintf(stderr, "gemmakit: error: tensor-parallel all-gather failed: %s\n", st.message().c_str());
-    tp_.comm->Abort(1);
-  }
+  dist::OrAbort(*tp_.comm,
+                tp_.comm->AllGather(std::span<const float>(s_->tp_logits.data(), size_t(rows * per)),
+                                    std::span<float>(s_->tp_gathered)),
+                "tensor-parallel all-gather of the logits");
   for (int r = 0; r < tp_.size; ++r) {
     const VocabRange v = VocabShard(V, tp_.size, r);
     const float* block = s_->tp_gathered.data() + int64_t(r) * rows * per;

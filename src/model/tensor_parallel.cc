@@ -1,5 +1,6 @@
 #include "model/tensor_parallel.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace gk {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -82,7 +81,9 @@ class EngineImpl final : public ServeEngine {
     thread_ = std::thread([this] {
       Loop();
       // Tensor parallel: release the other ranks from FollowPagedBatches.
-      if (options_.tp_comm != nullptr && !SendServingEnd(*options_.tp_comm).ok()) options_.tp_comm->Abort(1);
+      if (options_.tp_comm != nullptr) {
+        dist::OrAbort(*options_.tp_comm, SendServingEnd(*options_.tp_comm), "tensor-parallel serving's end");
+      }
     });
   }
   ~EngineImpl() override { Shutdown(false); }
@@ -321,11 +322,7 @@ void EngineImpl::RunPasses(const std::vector<ScheduledSlice>& slices) {
     }
     if (int64_t(logits_.size()) < rows * V) logits_.resize(size_t(rows * V));
     if (options_.tp_comm != nullptr) {  // the other ranks run the same pass on their shares
-      const Status sent = SendPagedBatch(*options_.tp_comm, items);
-      if (!sent.ok()) {
-        std::fprintf(stderr, "gemmakit: error: tensor-parallel serving: %s\n", sent.message().c_str());
-        options_.tp_comm->Abort(1);
-      }
+      dist::OrAbort(*options_.tp_comm, SendPagedBatch(*options_.tp_comm, items), "tensor-parallel serving's batch");
     }
     const Status st = model_->ForwardPaged(items, *pool_, logits_.data());
     GK_ASSERT(st.ok());  // the scheduler only hands over validated tokens and covered blocks

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -187,12 +186,8 @@ Status TrainingModel::Evaluate(std::span<const TrainRowView> rows, MicroBatchSta
 }
 
 void TrainingModel::TpSum(float* x, int64_t n) {
-  if (!options_.tp.active()) return;
-  const Status st = options_.tp.comm->AllReduceSum(std::span<float>(x, size_t(n)));
-  if (!st.ok()) {  // a rank that went on alone would wait forever in the next collective
-    std::fprintf(stderr, "gemmakit: error: tensor-parallel all-reduce failed: %s\n", st.message().c_str());
-    options_.tp.comm->Abort(1);
-  }
+  const TensorParallel& tp = options_.tp;
+  if (tp.active()) dist::OrAbort(*tp.comm, tp.comm->AllReduceSum(std::span<float>(x, size_t(n))), "tensor-parallel all-reduce");
 }
 
 uint64_t TrainingModel::DropIndex(LoraTarget t, int64_t i, int64_t in) const {
@@ -267,24 +262,37 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
       });
     }
   };
+  // LoRA's backward pass needs only the hidden gradient dh = Σ_v ∂loss/∂raw_v · E_v: it is
+  // accumulated in the same pass, the way attention accumulates its output (rows of
+  // exp(z − running max)·softcap' times the chunk's rows, rescaled when a row's max grows,
+  // normalised by the final sum): each chunk's logits are computed once, not again in a second
+  // pass. Full fine-tuning also needs the tied head's gradient dzᵀ·h, so it keeps two passes.
+  const bool one_pass = backward && WeightGrad(&weights_.embed) == nullptr;
+  if (one_pass) s.dh.assign(size_t(R * D), 0.f);
   for (int64_t v0 = 0; v0 < Vl; v0 += VC) {
     const int64_t vc = std::min(VC, Vl - v0);
     chunk_logits(v0, vc);
     pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
       for (int64_t r = b; r < e; ++r) {
-        const float* z = s.z.data() + r * vc;
+        float* z = s.z.data() + r * vc;
         int64_t ca = 0;
         const float cm = RowMaxArg(z, vc, &ca);
         if (cm > best[size_t(r)]) best[size_t(r)] = cm, arg[size_t(r)] = v_begin + v0 + ca;
-        const float nm = std::max(m[size_t(r)], cm);
+        const float old = m[size_t(r)], nm = std::max(old, cm);
         const double acc = SumExpMinus(z, vc, nm);
-        sum[size_t(r)] = float(double(sum[size_t(r)]) * std::exp(double(m[size_t(r)] - nm)) + acc);
+        sum[size_t(r)] = float(double(sum[size_t(r)]) * std::exp(double(old - nm)) + acc);
         m[size_t(r)] = nm;
         const int64_t tg = s.loss_targets[size_t(r)] - v_begin;
         if (tg >= v0 && tg < v0 + vc) z_target[size_t(r)] = z[tg - v0];
+        if (one_pass) {
+          if (old < nm) Scale(s.dh.data() + r * D, D, std::exp(old - nm));  // exp(−inf) = 0 at the first chunk
+          CrossEntropyGradRow(z, vc, nm, -1, cap, 1.f);  // z ← exp(z − nm)·(1 − (z/cap)²)
+        }
       }
     });
+    if (one_pass) Sgemm(false, false, R, D, vc, 1.f, s.z.data(), vc, s.e_chunk.data(), D, 1.f, s.dh.data(), D);
   }
+  const std::vector<float> local_max = m;  // the frame of this rank's accumulated dh
   if (options_.tp.active()) {
     // Every rank's per-row (max, sum of exp, best logit, its index, target logit), combined in
     // rank order on every rank: the same log-sum-exp and argmax as one pass over the vocabulary.
@@ -295,11 +303,7 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
       o[0] = m[size_t(r)], o[1] = sum[size_t(r)], o[2] = best[size_t(r)], o[3] = z_target[size_t(r)];
       o[4] = float(arg[size_t(r)] - v_begin);  // < V / tp: exact in a float
     }
-    const Status st = options_.tp.comm->AllGather(mine, all);
-    if (!st.ok()) {
-      std::fprintf(stderr, "gemmakit: error: tensor-parallel all-gather failed: %s\n", st.message().c_str());
-      options_.tp.comm->Abort(1);
-    }
+    dist::OrAbort(*options_.tp.comm, options_.tp.comm->AllGather(mine, all), "tensor-parallel all-gather of the loss");
     for (int64_t r = 0; r < R; ++r) {
       float mm = -std::numeric_limits<float>::infinity(), bb = mm, zt = 0.f;
       double ss = 0;
@@ -325,19 +329,36 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
     stats->correct += arg[size_t(r)] == s.loss_targets[size_t(r)] ? 1 : 0;
   }
   if (!backward) return;
-  s.dh.assign(size_t(R * D), 0.f);
-  for (int64_t v0 = 0; v0 < Vl; v0 += VC) {
-    const int64_t vc = std::min(VC, Vl - v0);
-    chunk_logits(v0, vc);
+  if (one_pass) {
+    // dh = scale·(Σ_v p_v·softcap'_v·E_v − softcap'_t·E_t): the accumulated rows normalised by
+    // the whole vocabulary's sum (in its max's frame), minus the target row where this rank holds it.
     pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
+      std::vector<float> row(static_cast<size_t>(D));
       for (int64_t r = b; r < e; ++r) {
-        CrossEntropyGradRow(s.z.data() + r * vc, vc, lse[size_t(r)], s.loss_targets[size_t(r)] - v_begin - v0, cap,
-                            loss_scale);
+        float* dh = s.dh.data() + r * D;
+        Scale(dh, D, loss_scale * float(std::exp(double(local_max[size_t(r)] - m[size_t(r)])) / double(sum[size_t(r)])));
+        const int64_t tg = s.loss_targets[size_t(r)] - v_begin;
+        if (tg < 0 || tg >= Vl) continue;
+        const float th = cap > 0.f ? z_target[size_t(r)] / cap : 0.f;
+        weights_.embed.RowToF32(tg, row.data());
+        Axpy(-loss_scale * (1.f - th * th), row.data(), dh, D);
       }
     });
-    Sgemm(false, false, R, D, vc, 1.f, s.z.data(), vc, s.e_chunk.data(), D, 1.f, s.dh.data(), D);
-    if (float* ge = WeightGrad(&weights_.embed)) {  // the tied head: dE_chunk += dzᵀ·h
-      Sgemm(true, false, vc, D, R, 1.f, s.z.data(), vc, s.h.data(), D, 1.f, ge + v0 * D, D);
+  } else {  // two passes: the log-sum-exp first, then each chunk's gradient
+    s.dh.assign(size_t(R * D), 0.f);
+    for (int64_t v0 = 0; v0 < Vl; v0 += VC) {
+      const int64_t vc = std::min(VC, Vl - v0);
+      chunk_logits(v0, vc);
+      pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) {
+          CrossEntropyGradRow(s.z.data() + r * vc, vc, lse[size_t(r)], s.loss_targets[size_t(r)] - v_begin - v0, cap,
+                              loss_scale);
+        }
+      });
+      Sgemm(false, false, R, D, vc, 1.f, s.z.data(), vc, s.e_chunk.data(), D, 1.f, s.dh.data(), D);
+      if (float* ge = WeightGrad(&weights_.embed)) {  // the tied head: dE_chunk += dzᵀ·h
+        Sgemm(true, false, vc, D, R, 1.f, s.z.data(), vc, s.h.data(), D, 1.f, ge + v0 * D, D);
+      }
     }
   }
   if (WeightGrad(&weights_.final_norm)) {

@@ -9,8 +9,9 @@
 //
 // Loss: the sum over target tokens (loss_mask = 1) of −log softmax(logits)[target], times
 // loss_scale (the trainer passes 1 / targets of the whole effective batch). The logit rows of
-// non-target positions are never computed, and the vocabulary is processed in chunks (two
-// passes: log-sum-exp, then gradient), so the T × V logits never exist at once.
+// non-target positions are never computed, and the vocabulary is processed in chunks (one pass
+// that also accumulates the hidden gradient; full fine-tuning: log-sum-exp, then gradient), so
+// the T × V logits never exist at once.
 //
 // Memory: without remat, every layer's activations are kept for the backward pass
 // (activation_bytes()); with remat only each layer's input is, and the layer's forward pass is

@@ -71,7 +71,10 @@ TrainFlops CountTrainFlops(const ModelConfig& c, const LoraAdapter* adapter, int
   f.attention_useful = (4 + 2.5 * 4) * f.attention_nh_pairs;
   f.useful = f.frozen_useful + f.lora_useful + f.attention_useful;
   f.layers_executed = (passes + (remat ? 2 : 0)) * f.frozen_layer_params * t + (full ? 6 : 2) * f.ple_projection_params * t;
-  f.head_executed = (full ? 4 : 3) * 2 * f.head_params * r;
+  // The loss head's products over the target rows: LoRA computes each chunk's logits once and
+  // accumulates the hidden gradient in the same pass (2); full fine-tuning recomputes them and
+  // adds the tied head's gradient (4).
+  f.head_executed = (full ? 4 : 2) * 2 * f.head_params * r;
   f.lora_executed = (remat ? 8 : 6) * f.lora_params * t;
   f.attention_executed = ((remat ? 8 : 4) + 10) * f.attention_nh_entries;
   f.executed = f.layers_executed + f.head_executed + f.lora_executed + f.attention_executed;
@@ -312,9 +315,10 @@ std::string FormatTrainBench(const TrainBenchResult& r) {
     line("  useful    %.1f GFLOP/step = frozen 4*P*T %.1f + LoRA 6*Pl*T %.2f + attention 14*N*H*pairs %.2f\n",
          f.useful / 1e9, f.frozen_useful / 1e9, f.lora_useful / 1e9, f.attention_useful / 1e9);
     line("            %.1f GFLOP/s = %.2f of the fp32 FMA peak\n", run.useful_gflops, run.useful_ratio);
-    line("  executed  %.1f GFLOP/step = layers %d*P*T %.1f + head 6*V*D*R %.1f + LoRA %d*Pl*T %.2f + attention "
+    line("  executed  %.1f GFLOP/step = layers %d*P*T %.1f + head %d*V*D*R %.1f + LoRA %d*Pl*T %.2f + attention "
          "%d*N*H*entries %.2f\n",
-         f.executed / 1e9, run.remat ? 6 : 4, f.layers_executed / 1e9, f.head_executed / 1e9, run.remat ? 8 : 6,
+         f.executed / 1e9, run.remat ? 6 : 4, f.layers_executed / 1e9, r.full ? 8 : 4, f.head_executed / 1e9,
+         run.remat ? 8 : 6,
          f.lora_executed / 1e9, run.remat ? 18 : 14, f.attention_executed / 1e9);
     line("            %.1f GFLOP/s = %.2f of the fp32 FMA peak\n", run.executed_gflops, run.executed_ratio);
     line("  memory    activations kept for backward %.1f MiB, peak RSS %.1f MiB (weights loaded in %.2f s)\n",

@@ -17,8 +17,9 @@
 //                       dV: 5 products against the forward's 2) → 14·H·pairs
 //   executed (what training_model.cc / training_layer.cc / training_attention.cc run)
 //     layer matrices    4·P·T, plus 2·P·T more with remat (each layer's forward runs twice)
-//     head              3 × 2·V·D·R: logits in the log-sum-exp pass, again in the gradient pass,
-//                       and the dh = dz·E product (target rows only, vocabulary in chunks)
+//     head              2 × 2·V·D·R (LoRA): each chunk's logits once, and the dh = dz·E product
+//                       accumulated in the same pass (target rows only, vocabulary in chunks);
+//                       full fine-tuning 4 × 2·V·D·R (the logits again, and dE = dzᵀ·h)
 //     LoRA              6·Pl·T, plus 2·Pl·T with remat
 //     attention         blocks of 64 queries against every key any query of the block sees
 //                       (masked entries are computed, then zeroed): per layer and head
