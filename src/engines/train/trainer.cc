@@ -65,7 +65,7 @@ struct Trainer::State {
   std::unique_ptr<dist::Communicator> own_comm;  // the single-process one, when none was given
   dist::Communicator* world = nullptr;  // every rank: start-up agreement, stop flags
   dist::Communicator* comm = nullptr;   // the data-parallel group (the world without tensor parallelism)
-  // Tensor parallelism (--tp): this rank's group (ranks world / tp · k ... + tp - 1), the
+  // Tensor parallelism (--tp): this rank's group (world ranks k·tp ... k·tp + tp − 1), the
   // data-parallel group of its position in it, the whole model's config (config is the
   // rank's share) and the whole adapter and moments (start, checkpoints, the final adapter).
   std::unique_ptr<dist::Communicator> tp_group, dp_group;
