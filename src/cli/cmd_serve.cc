@@ -182,6 +182,7 @@ int RunServe(int argc, char** argv) {
     Status st = tp->comm->Broadcast(std::as_writable_bytes(std::span<uint64_t>(&eo.kv_cache_bytes, 1)), 0);
     if (!st.ok()) return Fail(st);
     eo.tp_comm = tp->comm;
+    (*model)->set_logits_to_rank0_only(true);  // only rank 0's engine samples
     if (tp->rank != 0) {
       st = ServeEngine::Follow(std::move(*model), eo);
       return st.ok() ? 0 : Fail(st);

@@ -37,6 +37,8 @@ class Communicator {
   virtual Status AllReduceMax(std::span<int64_t> x) = 0;
   // out (size() · in.size() values) ← every rank's `in`, rank 0's first.
   virtual Status AllGather(std::span<const float> in, std::span<float> out) = 0;
+  // The same into root's `out` only (the other ranks' out is not touched and may be empty).
+  virtual Status Gather(std::span<const float> in, std::span<float> out, int root) = 0;
   // in holds size() blocks of out.size() values; out ← Σ over ranks of block rank().
   virtual Status ReduceScatterSum(std::span<const float> in, std::span<float> out) = 0;
   // data ← root's data (the same size on every rank).

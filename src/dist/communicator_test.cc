@@ -20,6 +20,8 @@ TEST(SingleProcessCommunicatorTest, CollectivesAreTheIdentity) {
   ASSERT_TRUE(c->AllGather(x, out).ok());
   EXPECT_EQ(out, x);
   EXPECT_FALSE(c->AllGather(x, std::span<float>(out.data(), 1)).ok());
+  ASSERT_TRUE(c->Gather(x, out, 0).ok());
+  EXPECT_FALSE(c->Gather(x, out, 1).ok());
   std::string s = "hello";
   ASSERT_TRUE(BroadcastString(*c, &s, 0).ok());
   EXPECT_EQ(s, "hello");
@@ -79,6 +81,12 @@ TEST_F(MpiCommunicatorTest, AllGatherAndReduceScatter) {
   for (int k = 0; k < n; ++k) {
     EXPECT_EQ(out[2 * size_t(k)], float(k));
     EXPECT_EQ(out[2 * size_t(k) + 1], float(10 * k));
+  }
+  // Gather to the last rank: only it receives.
+  std::vector<float> at_root(r == n - 1 ? 2 * size_t(n) : 0);
+  ASSERT_TRUE(comm->Gather(in, at_root, n - 1).ok());
+  if (r == n - 1) {
+    EXPECT_EQ(at_root, out);
   }
   // Block k of rank r holds r + k; rank r receives Σ_r (r + k) for its own block k = r.
   std::vector<float> blocks(3 * size_t(n));

@@ -81,6 +81,18 @@ class Mpi final : public Communicator {
                  "Allgather");
   }
 
+  Status Gather(std::span<const float> in, std::span<float> out, int root) override {
+    if (root < 0 || root >= size_) return Status::Error(StrCat("Gather: root ", root, " is not a rank of ", size_));
+    if (rank_ == root && out.size() != in.size() * size_t(size_)) {
+      return Status::Error("Gather: root's out must hold size() * in.size() values");
+    }
+    if (in.size() > kMaxCount) return Status::Error("Gather: more than 2^30 values per rank");
+    Count(in.size_bytes());
+    return Check(MPI_Gather(in.data(), int(in.size()), MPI_FLOAT, rank_ == root ? out.data() : nullptr, int(in.size()),
+                            MPI_FLOAT, root, comm_),
+                 "Gather");
+  }
+
   Status ReduceScatterSum(std::span<const float> in, std::span<float> out) override {
     if (in.size() != out.size() * size_t(size_)) {
       return Status::Error("ReduceScatterSum: in must hold size() * out.size() values");

@@ -24,6 +24,10 @@ class SingleProcess final : public Communicator {
     std::copy(in.begin(), in.end(), out.begin());
     return Status::Ok();
   }
+  Status Gather(std::span<const float> in, std::span<float> out, int root) override {
+    if (root != 0) return Status::Error(StrCat("Gather: root ", root, " is not a rank of 1"));
+    return AllGather(in, out);
+  }
   Status ReduceScatterSum(std::span<const float> in, std::span<float> out) override {
     if (in.size() != out.size()) return Status::Error("ReduceScatterSum: in must hold size() * out.size() values");
     std::copy(in.begin(), in.end(), out.begin());

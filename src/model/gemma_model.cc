@@ -334,15 +334,21 @@ void GemmaModel::Logits(int64_t rows, const float* h, float* logits) {
   if (tp_.active()) GatherLogits(rows, logits);
 }
 
-// Every rank's (rows, its vocabulary rows) block, padded to (rows, per_rank), gathered, then
-// laid out as whole (rows, V) rows.
+// Every rank's (rows, its vocabulary rows) block, padded to (rows, per_rank), gathered (to every
+// rank, or to rank 0 alone), then laid out as whole (rows, V) rows.
 void GemmaModel::GatherLogits(int64_t rows, float* logits) {
   const int64_t V = config_.vocab_size, per = vocab_.per_rank;
-  s_->tp_gathered.resize(size_t(rows * per * tp_.size));
-  dist::OrAbort(*tp_.comm,
-                tp_.comm->AllGather(std::span<const float>(s_->tp_logits.data(), size_t(rows * per)),
-                                    std::span<float>(s_->tp_gathered)),
-                "tensor-parallel all-gather of the logits");
+  const std::span<const float> mine(s_->tp_logits.data(), size_t(rows * per));
+  if (logits_to_rank0_only_) {
+    s_->tp_gathered.resize(tp_.rank == 0 ? size_t(rows * per * tp_.size) : 0);
+    dist::OrAbort(*tp_.comm, tp_.comm->Gather(mine, std::span<float>(s_->tp_gathered), 0),
+                  "tensor-parallel gather of the logits");
+    if (tp_.rank != 0) return;
+  } else {
+    s_->tp_gathered.resize(size_t(rows * per * tp_.size));
+    dist::OrAbort(*tp_.comm, tp_.comm->AllGather(mine, std::span<float>(s_->tp_gathered)),
+                  "tensor-parallel all-gather of the logits");
+  }
   for (int r = 0; r < tp_.size; ++r) {
     const VocabRange v = VocabShard(V, tp_.size, r);
     const float* block = s_->tp_gathered.data() + int64_t(r) * rows * per;

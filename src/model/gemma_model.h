@@ -57,6 +57,9 @@ class GemmaModel {
   // Under tensor parallelism: this rank's share (its heads and MLP width; the vocabulary whole).
   const ModelConfig& config() const { return config_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
+  // Tensor parallelism where only rank 0 samples (serve --tp): every rank must set it alike;
+  // the logits are then gathered to rank 0 alone, and the others' logits buffers are not written.
+  void set_logits_to_rank0_only(bool on) { logits_to_rank0_only_ = on; }
   const ModelWeights& weights() const { return weights_; }
   int max_chunk() const { return max_chunk_; }
 
@@ -125,6 +128,7 @@ class GemmaModel {
   ThreadPool* pool_;
   int max_chunk_;
   TensorParallel tp_;
+  bool logits_to_rank0_only_ = false;
   VocabRange vocab_, ple_vocab_;  // the embedding rows (and PLE table rows) this rank holds
   float embed_scale_ = 1.f;
   float ple_embed_scale_ = 1.f;
