@@ -81,14 +81,14 @@ def rel(a, b):
     return abs(a - b) / max(abs(a), 1e-30)
 
 
-def compare(ref, out, what, max_err=5e-3):
+def compare(ref, out, what, max_err=5e-3, grad_norm_tol=1e-4):
     a, b = read_metrics(ref), read_metrics(out)
     check(len(b) == STEPS, f"{what}: {len(b)} metrics lines, want {STEPS} (one per step: rank 0 alone writes)")
     for x, y in zip(a, b):
         for key in ("step", "epoch", "tokens", "target_tokens"):
             check(x[key] == y[key], f"{what}: step {x['step']}: {key} {y[key]}, one process {x[key]}")
         check(rel(x["loss"], y["loss"]) <= 1e-5, f"{what}: step {x['step']}: loss {y['loss']}, one process {x['loss']}")
-        check(rel(x["grad_norm"], y["grad_norm"]) <= 1e-4,
+        check(rel(x["grad_norm"], y["grad_norm"]) <= grad_norm_tol,
               f"{what}: step {x['step']}: grad_norm {y['grad_norm']}, one process {x['grad_norm']}")
     worst = 0.0
     for rel_path in ("adapter/adapter_model.safetensors", f"checkpoint-{STEPS}/adapter_model.safetensors",

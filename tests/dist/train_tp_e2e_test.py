@@ -10,16 +10,20 @@ accumulation 4, 6 steps, a checkpoint every 2 keeping 2), trained:
   (a) by one process;
   (b) by `mpirun -np 2 --tp 2` (each rank half the heads, MLP and vocabulary; the full layers'
       KV head replicated) and (c) `-np 4 --tp 2` (two tensor-parallel copies, data parallel to
-      each other): every step's loss within 1e-5 and grad_norm within 1e-4 (relative) of (a)'s,
-      token counts exactly; the final adapter and the last checkpoint (put back together in the
-      whole model's layout by rank 0) within 2e-2 of (a)'s largest value per tensor and 1e-2 in
-      norm. Why not tighter: as in train_dp_e2e_test.py, Adam moves an element whose gradient
-      is tiny by ~lr whatever its size, so differences in the sums' order can grow to ~2 lr
-      per step (2.4e-2 over 6 steps at lr 2e-3); tensor parallelism reorders far more sums
-      than data parallelism (every o/down product and input gradient is a sum over ranks).
-      Measured: losses within 2e-7, grad norms within 2e-5, the worst tensor (layer 0's
-      down_proj A, whose gradient is tiny after B = 0) 4.8e-3 of its largest value (data
-      parallel: 6.4e-4), the rest below 1.4e-3;
+      each other): every step's loss within 1e-5 (relative) of (a)'s and token counts exactly;
+      grad_norm within 1e-3; the final adapter and the last checkpoint (put back together in
+      the whole model's layout by rank 0) within 5e-2 of (a)'s largest value per tensor and
+      1e-2 in norm. The exact check of tensor parallelism is the gradient of one micro-batch
+      (MpiTensorParallelTest.TrainingGradientsEqualOneProcess, 1e-4 of each tensor's largest
+      value); over steps the runs part as in train_dp_e2e_test.py: Adam moves an element whose
+      gradient is tiny by ~lr whatever its size, so a difference in the order of the sums can
+      grow to ~2 lr per step (2.4e-2 absolute over 6 steps at lr 2e-3, about a quarter of A's
+      largest value 1/sqrt(128)), and the later gradients (their norm) follow the adapter.
+      Tensor parallelism reorders far more sums than data parallelism (every o/down product
+      and input gradient is a sum over ranks): step 1's gradient norm differs by 3e-6 against
+      5e-10. Measured: losses within 1.3e-6, grad norms within 1.3e-4, the worst tensor (layer
+      0's q_proj A at np 4, whose gradient is tiny after B = 0) 1.4e-2 of its largest value
+      (data parallel: 6.5e-4), the rest below 5.6e-3;
   (d) (b)'s run resumed from its step-4 checkpoint with `-np 2 --tp 2` ends equal to (a); with
       `--tp 1` the resume is refused naming the tensor parallelism;
   (e) refused with a message and a non-zero exit: `-np 3 --tp 2`, and --tp with full
@@ -86,7 +90,7 @@ def main():
             p = train(gk, rec, np_, 2)
             check(f"tensor parallel: 2 ranks per copy of the model, {np_ // 2} data-parallel" in p.stderr,
                   f"np {np_} tp 2: no 'tensor parallel' line:\n{p.stderr}")
-            worst = compare(ref, out, f"np {np_} tp 2", max_err=2e-2)
+            worst = compare(ref, out, f"np {np_} tp 2", max_err=5e-2, grad_norm_tol=1e-3)
             print(f"np {np_} tp 2: {STEPS} steps in {time.time() - t1:.1f} s, losses equal, adapter within "
                   f"{worst:.1e} of one process", flush=True)
 
@@ -99,7 +103,7 @@ def main():
         p = train(gk, rec_d, 2, 1, resume=True, ok=False)
         check(p.returncode != 0 and "--tp 2" in p.stderr, f"(d) resume with --tp 1: {p.returncode} {p.stderr[-800:]}")
         train(gk, rec_d, 2, 2, resume=True)
-        worst = compare(ref, out_d, "(d) resumed np 2 tp 2", max_err=2e-2)
+        worst = compare(ref, out_d, "(d) resumed np 2 tp 2", max_err=5e-2, grad_norm_tol=1e-3)
         print(f"(d) resumed from checkpoint-4 with --tp 2: equal to one process ({worst:.1e}); --tp 1 refused",
               flush=True)
 
