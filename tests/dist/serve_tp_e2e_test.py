@@ -17,25 +17,20 @@ run every forward pass on their halves of the model and of the KV cache.
       odls_base_sigkill_timeout, and SIGKILL follows as long again: README "Tensor parallel".)
 Skipped (exit 77) without mpirun. One thread per rank.
 """
-import argparse
-import http.client
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "serve"))
 import serve_e2e_test as e2e  # noqa: E402
+sys.path.insert(0, HERE)
+from dist_common import gemmakit_or_skip, mpirun  # noqa: E402
 from serve_harness import ServeProcess, check, make_tiny_model, post_json, wait_idle  # noqa: E402
 
-MPIRUN = shutil.which("mpirun")
 
 
 def rank0_pid(mpirun_pid):
@@ -62,7 +57,7 @@ class TpServeProcess(ServeProcess):
     def __init__(self, gk, model_dir, args, tp=2):
         super().__init__(gk, model_dir, args)
         cmd = [a if a != "2" or self.cmd[i - 1] != "--threads" else "1" for i, a in enumerate(self.cmd)]
-        self.cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(tp)] + cmd + ["--tp", str(tp)]
+        self.cmd = mpirun(tp) + cmd + ["--tp", str(tp)]
 
     def terminate(self, timeout=60):
         if self.proc.poll() is None:
@@ -95,13 +90,7 @@ def greedy_texts(url, prompts, concurrent):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gemmakit", required=True)
-    args = ap.parse_args()
-    gk = os.path.abspath(args.gemmakit)
-    if not MPIRUN:
-        print("SKIP: no mpirun (apt-get install openmpi-bin)")
-        sys.exit(77)
+    gk = gemmakit_or_skip()
     with tempfile.TemporaryDirectory(prefix="gk-serve-tp-") as work:
         # (a)
         model_dir = make_tiny_model(gk, os.path.join(work, "tiny"))
@@ -139,26 +128,8 @@ def main():
         check(together == want, f"tp 2 greedy texts, 8 at once, {together} vs one process {want}")
         e2e.log(f"ok: f32 tiny: {len(prompts)} greedy completions at tp 2, alone and 8 at once, equal one process's")
 
-        # (c)
-        s = tp_server(gk, model_dir, e2e.SERVER_ARGS)
-        s.__enter__()
-        u = urllib.parse.urlparse(s.base_url)
-        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
-        conn.request("POST", "/v1/completions", json.dumps({"prompt": "x", "max_tokens": 40, "ignore_eos": True,
-                                                            "stream": True}), {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        first = resp.readline()
-        check(first.startswith(b"data: "), f"first line {first!r}")
-        code = {}
-        t = threading.Thread(target=lambda: code.setdefault("code", s.terminate()))
-        t.start()
-        rest = (first + resp.read()).decode()
-        t.join()
-        events = [b[len("data: "):] for b in rest.split("\n\n") if b.startswith("data: ")]
-        _, finish, _ = e2e.stream_text(events)
-        check(finish["finish_reason"] == "length", f"tp 2: drained stream did not complete: {finish}")
-        check(code.get("code") == 0, f"tp 2: mpirun exit status {code.get('code')} after SIGTERM\n{s.log_text()}")
-        e2e.log("ok: tp 2: SIGTERM while streaming: the stream completed, mpirun exit status 0")
+        # (c) serve_e2e_test's drain check, the exit status being mpirun's
+        e2e.check_sigterm_drain(gk, model_dir, server=tp_server)
     e2e.log("PASS")
 
 

@@ -19,10 +19,8 @@ layers 1 KV head with K=V; tiny-e2b: per-layer inputs, KV sharing, double-wide M
       without --tp, --tp 3 (does not divide 4 query heads).
 Skipped (exit 77) without mpirun or numpy. Always --threads 1 per rank.
 """
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,14 +28,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
+sys.path.insert(0, HERE)
+from dist_common import gemmakit_or_skip, mpirun  # noqa: E402
 from train_common import check, env, finish, run  # noqa: E402
 
-MPIRUN = shutil.which("mpirun")
 TOKENS = "5,6,7,8,9,10,11,12,13,300,131100,262000"
-
-
-def mpirun(np_):
-    return [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(np_)]
 
 
 def run_cmd(cmd, timeout=300):
@@ -56,13 +51,7 @@ def logits(gk, model, out, tp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gemmakit", required=True)
-    args = ap.parse_args()
-    gk = os.path.abspath(args.gemmakit)
-    if not MPIRUN:
-        print("SKIP: no mpirun (apt-get install openmpi-bin)")
-        sys.exit(77)
+    gk = gemmakit_or_skip()
     try:
         import numpy as np
     except ImportError:

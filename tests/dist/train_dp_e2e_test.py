@@ -28,10 +28,8 @@ the loss check from step 2 on.
       step), 3 steps each: losses equal to one process's within 1e-5.
 Skipped (exit 77) without mpirun. Always --threads 1 per rank.
 """
-import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -40,11 +38,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
+sys.path.insert(0, HERE)
+from dist_common import gemmakit_or_skip, mpirun  # noqa: E402
 from train_common import (check, count_lines, env, fail, finish, make_model, make_short_rows, read_metrics,  # noqa: E402
                           read_safetensors, write_recipe)
 
 STEPS = 6
-MPIRUN = shutil.which("mpirun")
 
 
 def recipe_keys(model, rows, out):
@@ -66,7 +65,7 @@ def cmd(gk, recipe, np, resume=False, sigkill_after=None):
     if np == 1:
         return base
     mca = ["--mca", "odls_base_sigkill_timeout", str(sigkill_after)] if sigkill_after else []
-    return [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(np)] + mca + base
+    return mpirun(np, *mca) + base
 
 
 def run(gk, recipe, np, resume=False, ok=True):
@@ -146,24 +145,25 @@ def children(pid):
     return kids
 
 
+def recipe_maker(gk, work):
+    """Writes the tiny model and the rows into work; returns recipe(name, **keys) -> (recipe path,
+    run directory), the recipe above with keys changed."""
+    model = make_model(gk, os.path.join(work, "model"))
+    rows = os.path.join(work, "rows.jsonl")
+    make_short_rows(gk, work, rows, n=40, seed=11)
+
+    def recipe(name, **extra):
+        keys = recipe_keys(model, rows, os.path.join(work, name))
+        keys.update(extra)
+        return write_recipe(os.path.join(work, f"{name}.toml"), keys), os.path.join(work, name)
+    return recipe
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gemmakit", required=True)
-    args = ap.parse_args()
-    gk = os.path.abspath(args.gemmakit)
-    if not MPIRUN:
-        print("SKIP: mpirun not found (scripts/install_deps.sh installs openmpi-bin)")
-        sys.exit(77)
+    gk = gemmakit_or_skip()
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="gk-dp-") as work:
-        model = make_model(gk, os.path.join(work, "model"))
-        rows = os.path.join(work, "rows.jsonl")
-        make_short_rows(gk, work, rows, n=40, seed=11)
-
-        def recipe(name, **extra):
-            keys = recipe_keys(model, rows, os.path.join(work, name))
-            keys.update(extra)
-            return write_recipe(os.path.join(work, f"{name}.toml"), keys), os.path.join(work, name)
+        recipe = recipe_maker(gk, work)
 
         rec_a, ref = recipe("a")
         run(gk, rec_a, 1)

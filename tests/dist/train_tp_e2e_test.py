@@ -32,7 +32,6 @@ accumulation 4, 6 steps, a checkpoint every 2 keeping 2), trained:
       collectives per step and the scaling against the whole model on rank 0 alone.
 Skipped (exit 77) without mpirun. Always --threads 1 per rank.
 """
-import argparse
 import json
 import os
 import shutil
@@ -44,10 +43,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
 sys.path.insert(0, HERE)
-from train_common import check, env, fail, finish, make_model, make_short_rows, write_recipe  # noqa: E402
-from train_dp_e2e_test import STEPS, compare, recipe_keys  # noqa: E402
-
-MPIRUN = shutil.which("mpirun")
+from train_common import check, env, fail, finish  # noqa: E402
+from dist_common import gemmakit_or_skip, mpirun  # noqa: E402
+from train_dp_e2e_test import STEPS, compare, recipe_maker  # noqa: E402
 
 
 def train(gk, recipe, np_, tp, resume=False, ok=True):
@@ -55,7 +53,7 @@ def train(gk, recipe, np_, tp, resume=False, ok=True):
     if tp > 1:
         cmd += ["--tp", str(tp)]
     if np_ > 1:
-        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(np_)] + cmd
+        cmd = mpirun(np_) + cmd
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, env=env())
     if ok and p.returncode != 0:
         fail(f"np {np_} tp {tp}: exit status {p.returncode}:\n{p.stdout}\n{p.stderr[-3000:]}")
@@ -63,23 +61,11 @@ def train(gk, recipe, np_, tp, resume=False, ok=True):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gemmakit", required=True)
-    args = ap.parse_args()
-    gk = os.path.abspath(args.gemmakit)
-    if not MPIRUN:
-        print("SKIP: mpirun not found (scripts/install_deps.sh installs openmpi-bin)")
-        sys.exit(77)
+    gk = gemmakit_or_skip()
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="gk-tp-train-") as work:
-        model = make_model(gk, os.path.join(work, "model"))
-        rows = os.path.join(work, "rows.jsonl")
-        make_short_rows(gk, work, rows, n=40, seed=11)
-
-        def recipe(name, **extra):
-            keys = recipe_keys(model, rows, os.path.join(work, name))
-            keys.update(extra)
-            return write_recipe(os.path.join(work, f"{name}.toml"), keys), os.path.join(work, name)
+        recipe = recipe_maker(gk, work)
+        model = os.path.join(work, "model")
 
         rec_a, ref = recipe("a")
         train(gk, rec_a, 1, 1)
@@ -118,7 +104,7 @@ def main():
         print("(e) -np 3 --tp 2 and full fine-tuning with --tp refused", flush=True)
 
         # (f) bench train --tp
-        p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", gk, "bench", "train",
+        p = subprocess.run(mpirun(2) + [gk, "bench", "train",
                             "--model", model, "--seq-len", "64", "--rank", "4", "--steps", "1", "--threads", "1",
                             "--tp", "2", "--json"], capture_output=True, text=True, timeout=300, env=env())
         lines = [l for l in p.stdout.splitlines() if l.startswith("{")]

@@ -411,8 +411,9 @@ def check_api_key(gemmakit, model_dir):
     log("ok: --api-key (401 without or with a wrong key), --served-model-name")
 
 
-def check_sigterm_drain(gemmakit, model_dir):
-    s = ServeProcess(gemmakit, model_dir, SERVER_ARGS)
+def check_sigterm_drain(gemmakit, model_dir, server=ServeProcess):
+    """server: how to start it (tests/dist: under mpirun, stopped through rank 0)."""
+    s = server(gemmakit, model_dir, SERVER_ARGS)
     s.__enter__()
     u = urllib.parse.urlparse(s.base_url)
     import http.client
