@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # python3-jinja2: the oracle of the chat-template engine's test (tests/chat_template/).
 # libopenmpi-dev, openmpi-bin: runs across processes and machines (src/dist/, mpirun).
 PKGS=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-      libhwy-dev libopenblas-dev libdnnl-dev libtomlplusplus-dev libzstd-dev python3-torch python3-numpy
+      libhwy-dev libopenblas-dev libdnnl-dev libtomlplusplus-dev libzstd-dev python3-torch python3-numpy libtcmalloc-minimal4
       libcpp-httplib-dev curl pkg-config iverilog chromium clang libclang-rt-14-dev python3-jinja2
       libopenmpi-dev openmpi-bin)
 missing=()

@@ -2,7 +2,7 @@
 // gemmakit bench model --model DIR [--threads N] [--prompt-len 512] [--gen-len 128] [--repeats 3]
 //                      [--mmap] [--json] [--quantize none|q8_0] [--batch 16] [--bf16-activations split|round]
 //                      [--tp N [--no-tp-baseline]]   (under mpirun -np N: tensor parallel)
-// gemmakit bench train --model DIR --seq-len T [--rank 16] [--alpha 32] [--steps 3] [--remat | --compare-remat] [--full]
+// gemmakit bench train --model DIR --seq-len T [--rank 16] [--alpha 32] [--steps 3] [--remat | --compare-remat] [--full] [--precision bf16|f32]
 //                      [--threads N] [--json] [--targets q,k,v,o,gate,up,down] [--tp N (under mpirun -np N)]
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -61,6 +61,8 @@ int RunBench(int argc, char** argv) {
   train->add_flag("--remat", to.remat, "recompute each layer's forward pass in the backward pass");
   train->add_flag("--compare-remat", to.compare_remat, "run with remat, then without, and report the saving");
   train->add_flag("--full", to.full, "full fine-tuning: every weight's gradient, no adapter");
+  train->add_option("--precision", to.precision, "bf16: bf16 activations against bf16 weights (the default); f32")
+      ->check(CLI::IsMember({"bf16", "f32"}));
   train->add_option("--threads", to.threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
   train->add_option("--targets", targets, "projections carrying a LoRA, comma-separated");
   train->add_flag("--json", train_json, "print one JSON object instead of the table");

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "tensor/dtype.h"
@@ -76,18 +77,41 @@ const uint16_t* Rounded(const float* x, int64_t n, ThreadPool& pool) {
   return out;
 }
 
+// x rounded to bf16 and widened back: the emulated route's operand.
+const float* RoundedF32(const float* x, int64_t n, ThreadPool& pool) {
+  thread_local std::vector<float> s;
+  if (s.size() < size_t(n)) s.resize(size_t(n));
+  float* out = s.data();
+  pool.ParallelFor(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) out[i] = RoundToBf16(x[i]);
+  });
+  return out;
+}
+
 }  // namespace
 
 bool Bf16ProductsAvailable(const MatrixView& w) {
   return w.dtype == DType::kBF16 && !w.packed && CpuHasAvx512Bf16() && ActiveIsa() == Isa::kAvx512;
 }
 
+void Bf16WeightMatMulEmulated(const MatrixView& w, const float* x, int64_t T, float* y, bool accumulate,
+                              ThreadPool& pool) {
+  WeightMatMul(w, RoundedF32(x, T * w.cols, pool), T, y, accumulate, pool);
+}
+
+void Bf16WeightMatMulTEmulated(const MatrixView& w, const float* dy, int64_t T, float* dx, bool accumulate,
+                               ThreadPool& pool) {
+  WeightMatMulT(w, RoundedF32(dy, T * w.rows, pool), T, dx, accumulate, pool);
+}
+
 void Bf16WeightMatMul(const MatrixView& w, const float* x, int64_t T, float* y, bool accumulate, ThreadPool& pool) {
+  if (!Bf16ProductsAvailable(w)) return Bf16WeightMatMulEmulated(w, x, T, y, accumulate, pool);
   omp_set_num_threads(pool.size());  // this thread's next OpenMP team: oneDNN's threads
   Run(Rounded(x, T * w.cols, pool), static_cast<const uint16_t*>(w.data), y, T, w.rows, w.cols, true, accumulate);
 }
 
 void Bf16WeightMatMulT(const MatrixView& w, const float* dy, int64_t T, float* dx, bool accumulate, ThreadPool& pool) {
+  if (!Bf16ProductsAvailable(w)) return Bf16WeightMatMulTEmulated(w, dy, T, dx, accumulate, pool);
   omp_set_num_threads(pool.size());
   Run(Rounded(dy, T * w.rows, pool), static_cast<const uint16_t*>(w.data), dx, T, w.cols, w.rows, false, accumulate);
 }

@@ -11,26 +11,29 @@
 namespace gk {
 namespace {
 
+using MatMulFn = void (*)(const MatrixView&, const float*, int64_t, float*, bool, ThreadPool&);
+
 // Against products of the same bf16 values computed in double: only the order of the f32
-// accumulation differs.
-TEST(Bf16Products, EqualExactProductsOfRoundedActivations) {
+// accumulation differs. Both routes: oneDNN's bf16 matmul (where the CPU has AVX-512 BF16) and
+// the emulated one every CPU runs.
+void CheckAgainstExactProducts(MatMulFn mm, MatMulFn mm_t, bool native) {
   const int64_t T = 37, N = 96, K = 160;
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<uint16_t> w(size_t(N * K));
   for (auto& v : w) v = F32ToBf16(nd(rng));
   const MatrixView mv{DType::kBF16, N, K, w.data()};
-  if (!Bf16ProductsAvailable(mv)) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  if (native && !Bf16ProductsAvailable(mv)) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
   std::vector<float> x(size_t(T * K)), dy(size_t(T * N));
   for (auto& v : x) v = nd(rng);
   for (auto& v : dy) v = nd(rng);
   ThreadPool pool(2);
   std::vector<float> y(size_t(T * N), 1.f), dx(size_t(T * K), 1.f);
-  Bf16WeightMatMul(mv, x.data(), T, y.data(), /*accumulate=*/true, pool);
-  Bf16WeightMatMulT(mv, dy.data(), T, dx.data(), /*accumulate=*/false, pool);
+  mm(mv, x.data(), T, y.data(), /*accumulate=*/true, pool);
+  mm_t(mv, dy.data(), T, dx.data(), /*accumulate=*/false, pool);
   std::vector<float> dx2(size_t(T * K), 0.f);  // twice accumulated: 2·dx
-  Bf16WeightMatMulT(mv, dy.data(), T, dx2.data(), /*accumulate=*/false, pool);
-  Bf16WeightMatMulT(mv, dy.data(), T, dx2.data(), /*accumulate=*/true, pool);
+  mm_t(mv, dy.data(), T, dx2.data(), /*accumulate=*/false, pool);
+  mm_t(mv, dy.data(), T, dx2.data(), /*accumulate=*/true, pool);
   for (size_t i = 0; i < dx.size(); ++i) ASSERT_NEAR(dx2[i], 2 * dx[i], 1e-4 * (1 + std::fabs(dx[i]))) << i;
   double worst = 0;
   for (int64_t t = 0; t < T; ++t) {
@@ -46,6 +49,14 @@ TEST(Bf16Products, EqualExactProductsOfRoundedActivations) {
     }
   }
   EXPECT_LT(worst, 1e-5);
+}
+
+TEST(Bf16Products, NativeRouteEqualsExactProductsOfRoundedActivations) {
+  CheckAgainstExactProducts(Bf16WeightMatMul, Bf16WeightMatMulT, true);
+}
+
+TEST(Bf16Products, EmulatedRouteEqualsExactProductsOfRoundedActivations) {
+  CheckAgainstExactProducts(Bf16WeightMatMulEmulated, Bf16WeightMatMulTEmulated, false);
 }
 
 }  // namespace

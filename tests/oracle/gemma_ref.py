@@ -450,7 +450,11 @@ class GemmaRef:
 
     def linear(self, name, x):
         """x @ W.T for the weight matrix ``name``: the single hook for every projection."""
-        return x @ self.W(name).T
+        return self.product(x, self.W(name))
+
+    def product(self, x, w):
+        """x @ w.T against a weight matrix (projections, MoE experts, the tied head)."""
+        return x @ w.T
 
     def lookup(self, name, tok):
         """Rows ``tok`` of the embedding table ``name``: the hook for both embeddings."""
@@ -635,9 +639,9 @@ class GemmaRef:
         dn = self.W(f"layers.{l}.experts.down_proj")
         out = torch.zeros_like(x)
         for e in range(c.E):
-            ge = x @ gu[e, :c.Fe].T
-            ue = x @ gu[e, c.Fe:].T
-            ye = (self.act(ge) * ue) @ dn[e].T                       # (T, D)
+            ge = self.product(x, gu[e, :c.Fe])
+            ue = self.product(x, gu[e, c.Fe:])
+            ye = self.product(self.act(ge) * ue, dn[e])              # (T, D)
             we = (topw * (topi == e).to(x.dtype)).sum(-1, keepdim=True)   # (T, 1)
             out = out + we * ye
         return out
@@ -673,7 +677,7 @@ class GemmaRef:
         c = self.cfg
         y = self.norm(h, self.W("norm.weight"))
         emb = self.W("embed_tokens.weight") if (c.tie or self.lm_head is None) else self.lm_head
-        logits = y @ emb.T
+        logits = self.product(y, emb)
         cap = c.final_softcap
         if "softcap_30" in self.knobs:
             cap = 30.0

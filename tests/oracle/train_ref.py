@@ -21,19 +21,22 @@ first token is ignored.  loss = sum of target NLLs / number of targets.
 
 Subcommands
   train_ref.py grads --model CKPT --adapter ADAPTER_DIR --batch BATCH.safetensors
-                     --out OUT.safetensors [--f64]
+                     --out OUT.safetensors [--f64] [--bf16-products]
       OUT: "loss" F32 (1,), "num_target_tokens" I64 (1,), and d loss / d t for every adapter
       tensor t under the adapter's own key, F32.
   train_ref.py train --model CKPT --adapter INIT_ADAPTER_DIR --batch BATCH.safetensors
                      --micro-batch M --grad-accum A --steps S --lr PEAK --warmup W --end-lr E
                      --weight-decay WD [--beta1 0.9] [--beta2 0.999] [--eps 1e-8]
-                     [--max-grad-norm G] --out-dir DIR [--f64]
+                     [--max-grad-norm G] --out-dir DIR [--f64] [--bf16-products]
       Optimizer step s (0-based) uses rows (s*M*A + j) mod rows, j < M*A; its loss is the mean
       over ALL target tokens of those rows (not a mean of micro-batch means); optional global
       norm clipping (factor G/norm exactly, when norm > G); torch.optim.AdamW; lr of step s =
       optax.warmup_cosine_decay_schedule(0, PEAK, W, S, E)(s).  Writes DIR/losses.json
       {"steps": [{"step": s+1, "loss", "grad_norm" (before clipping), "lr", "target_tokens"}]}
       and the final adapter DIR/adapter_model.safetensors (F32) + DIR/adapter_config.json.
+      --bf16-products (a bf16 checkpoint): mixed precision as gemmakit's train.precision =
+      "bf16" computes it: every product against a checkpoint matrix (not the MoE router) rounds
+      its input, and its output gradient, to bf16 and accumulates in float32 (Bf16Product).
   train_ref.py full-grads --model CKPT --batch BATCH.safetensors --out OUT.safetensors
                           [--bf16-compute] [--f64]
   train_ref.py full-train --model CKPT --batch BATCH.safetensors (train's optimizer flags)
@@ -178,11 +181,42 @@ def make_adapter_config(r, alpha, target_modules, use_rslora=False):
 # the LoRA model
 # ----------------------------------------------------------------------------------------------
 
-class LoraGemma(GemmaRef):
-    """GemmaRef plus LoRA on the projections an adapter names (forward: GemmaRef.forward)."""
+def round_bf16(t):
+    """t rounded to the nearest bf16 (ties to even), back in t's dtype."""
+    return t.to(torch.bfloat16).to(t.dtype)
 
-    def __init__(self, ckpt_dir, dtype=torch.float32, knobs=()):
+
+class Bf16Product(torch.autograd.Function):
+    """x @ w.T with x rounded to bf16, and its input gradient dy @ w with dy rounded to bf16; w
+    frozen (bf16 values).  Products of bf16 values are exact in float32, so this is what a bf16
+    GEMM with float32 accumulation and a float32 result computes (up to the order of the sums)."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(w)
+        return round_bf16(x) @ w.T
+
+    @staticmethod
+    def backward(ctx, dy):
+        (w,) = ctx.saved_tensors
+        return round_bf16(dy) @ w, None
+
+
+class LoraGemma(GemmaRef):
+    """GemmaRef plus LoRA on the projections an adapter names (forward: GemmaRef.forward).
+
+    bf16_products: every product against a bf16 checkpoint matrix (projections, MoE experts,
+    the tied head; not the MoE router, whose top-k a rounding could flip) rounds its input, and
+    in the backward pass its output gradient, to bf16 (Bf16Product); LoRA products, attention,
+    norms and everything else stay in the model dtype.  The precision of mixed-precision bf16
+    training with float32 results, which gemmakit's train.precision = "bf16" computes."""
+
+    def __init__(self, ckpt_dir, dtype=torch.float32, knobs=(), bf16_products=False):
         super().__init__(ckpt_dir, dtype, knobs)
+        if bf16_products and self.weight_dtype != "BF16":
+            raise OracleError(f"--bf16-products needs a bf16 checkpoint, this one is {self.weight_dtype}")
+        self.bf16_products = bf16_products
+        self.in_router = False
         self.lora = {}          # stripped weight name -> (A, B, scaling)
         self.params = {}        # adapter key -> leaf tensor (requires_grad)
         self.adapter_cfg = None
@@ -265,8 +299,17 @@ class LoraGemma(GemmaRef):
             self.params[ab["A"]], self.params[ab["B"]] = A, B
             self.lora[wname] = (A, B, s)
 
+    def product(self, x, w):
+        if self.bf16_products and not self.in_router:
+            return Bf16Product.apply(x, w)
+        return x @ w.T
+
     def linear(self, name, x):
-        y = x @ self.W(name).T
+        self.in_router = name.endswith("router.proj.weight")
+        try:
+            y = self.product(x, self.W(name))
+        finally:
+            self.in_router = False
         ad = self.lora.get(name)
         if ad is not None:
             A, B, s = ad
@@ -317,8 +360,8 @@ class FullGemma(GemmaRef):
         return torch.where(pad, rows.detach(), rows)
 
 
-def load_model(ckpt, adapter_dir, dtype):
-    m = LoraGemma(ckpt, dtype)
+def load_model(ckpt, adapter_dir, dtype, bf16_products=False):
+    m = LoraGemma(ckpt, dtype, bf16_products=bf16_products)
     cfg, tensors = read_adapter(adapter_dir)
     m.attach(cfg, tensors)
     return m
@@ -507,7 +550,7 @@ def train(model, batch, micro_batch, grad_accum, steps, lr, warmup, end_lr, weig
 
 def cmd_grads(a):
     dtype = torch.float64 if a.f64 else torch.float32
-    model = load_model(a.model, a.adapter, dtype)
+    model = load_model(a.model, a.adapter, dtype, a.bf16_products)
     batch = Batch.read(a.batch)
     loss, n, grads = compute_grads(model, batch)
     out = {"loss": (np.array([loss], dtype=np.float32), "F32"),
@@ -515,7 +558,8 @@ def cmd_grads(a):
     for k, g in grads.items():
         out[k] = (g.detach().double().numpy().astype(np.float32), "F32")
     write_safetensors(a.out, out, {"oracle": "train_ref.py grads",
-                                   "dtype": "float64" if a.f64 else "float32"})
+                                   "dtype": "float64" if a.f64 else "float32",
+                                   "bf16_products": str(a.bf16_products)})
     print(json.dumps({"loss": loss, "num_target_tokens": n, "tensors": len(grads),
                       "scaling": model.adapter_cfg.scaling}))
     return 0
@@ -535,7 +579,7 @@ def replay(a, model):
 
 
 def cmd_train(a):
-    model = load_model(a.model, a.adapter, torch.float64 if a.f64 else torch.float32)
+    model = load_model(a.model, a.adapter, torch.float64 if a.f64 else torch.float32, a.bf16_products)
     replay(a, model)
     write_adapter(a.out_dir, model.adapter_cfg.raw,
                   {k: p.detach().double().numpy() for k, p in model.params.items()})
@@ -583,6 +627,10 @@ def add_train_args(t):
     t.add_argument("--f64", action="store_true")
 
 
+BF16_PRODUCTS_HELP = ("products against the bf16 checkpoint's matrices take bf16 inputs (and bf16 output "
+                      "gradients), float32 accumulation (LoraGemma's bf16_products)")
+
+
 def build_parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--self-test", action="store_true", help="run the oracle's self-checks")
@@ -593,10 +641,12 @@ def build_parser():
     g.add_argument("--batch", required=True)
     g.add_argument("--out", required=True)
     g.add_argument("--f64", action="store_true")
+    g.add_argument("--bf16-products", action="store_true", help=BF16_PRODUCTS_HELP)
     g.set_defaults(func=cmd_grads)
     t = sub.add_parser("train", help="replay an AdamW LoRA training run")
     add_train_args(t)
     t.add_argument("--adapter", required=True, help="initial adapter directory")
+    t.add_argument("--bf16-products", action="store_true", help=BF16_PRODUCTS_HELP)
     t.set_defaults(func=cmd_train)
     fg = sub.add_parser("full-grads", help="loss and the gradient of every weight (full fine-tuning) of one batch")
     fg.add_argument("--model", required=True)

@@ -66,6 +66,7 @@ const Field kFields[] = {
     {"batch.grad_accum", &TrainRecipe::grad_accum},
     {"batch.epochs", &TrainRecipe::epochs},
     {"batch.max_steps", &TrainRecipe::max_steps},
+    {"train.precision", &TrainRecipe::precision},
     {"memory.remat", &TrainRecipe::remat},
     {"memory.max_bytes", &TrainRecipe::max_bytes},
     {"checkpoint.save_every", &TrainRecipe::save_every},
@@ -73,7 +74,7 @@ const Field kFields[] = {
     {"log.log_every", &TrainRecipe::log_every},
 };
 
-const std::string_view kTables[] = {"data", "lora", "optim", "batch", "memory", "checkpoint", "log"};
+const std::string_view kTables[] = {"data", "lora", "optim", "batch", "train", "memory", "checkpoint", "log"};
 
 const Field* FindField(std::string_view path) {
   if (path == "data") path = "data.path";
@@ -345,6 +346,8 @@ Status ValidateRecipe(const TrainRecipe& r) {
   check(r.loss == "assistant" || r.loss == "all",
         StrCat("data.loss must be \"assistant\" or \"all\", got ", Quoted(r.loss)));
   check(r.max_rows == -1 || r.max_rows >= 1, StrCat("data.max_rows must be -1 (all) or >= 1, got ", r.max_rows));
+  check(r.precision == "bf16" || r.precision == "f32",
+        StrCat("train.precision must be \"bf16\" or \"f32\", got ", Quoted(r.precision)));
   check(r.batching == "padded" || r.batching == "packed",
         StrCat("data.batching must be \"padded\" or \"packed\", got ", Quoted(r.batching)));
   if (std::string problem = ChatTemplateProblem(r.chat_template); !problem.empty()) errors.push_back(problem);

@@ -51,6 +51,10 @@ struct TrainRecipe {
   int64_t grad_accum = 8;       // micro-batches per optimizer step
   int64_t epochs = 1;
   int64_t max_steps = -1;       // stop after this many optimizer steps (-1: the epochs decide)
+  // [train]
+  std::string precision = "bf16";  // "bf16": products against the frozen bf16 base take bf16
+                                   // activations (f32 accumulation, f32 LoRA, gradients, AdamW);
+                                   // "f32": every product in f32 (docs/TRAIN.md, "Precision")
   // [memory]
   bool remat = true;            // recompute each decoder layer's activations in the backward pass
   int64_t max_bytes = 0;        // a full fine-tune whose estimate exceeds this (0: the memory

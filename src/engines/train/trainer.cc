@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "engines/train/adamw.h"
 #include "engines/train/checkpoint.h"
@@ -101,7 +103,42 @@ nlohmann::json Fingerprint(const TrainRecipe& r) {
   // The default template: absent, as in checkpoints written before the key existed (a changed
   // template changes the tokens, which DatasetIdentity catches).
   if (j["data"].value("chat_template", std::string()).empty()) j["data"].erase("chat_template");
+  // f32: absent, as in checkpoints written before the key existed (they trained in f32).
+  if (j["train"].value("precision", std::string()) == "f32") j.erase("train");
   return j;
+}
+
+// The fingerprint keys whose values differ ("train.precision (\"f32\" in the checkpoint, \"bf16\"
+// now)"), so that a refused resume says what to change.
+std::string FingerprintDifferences(const nlohmann::json& saved, const nlohmann::json& now) {
+  std::vector<std::string> keys;
+  auto leaves = [](const nlohmann::json& j) {
+    std::map<std::string, nlohmann::json> out;
+    if (!j.is_object()) return out;
+    for (const auto& [k, v] : j.items()) {
+      if (v.is_object()) {
+        for (const auto& [k2, v2] : v.items()) out[k + "." + k2] = v2;
+      } else {
+        out[k] = v;
+      }
+    }
+    return out;
+  };
+  const auto a = leaves(saved), b = leaves(now);
+  std::set<std::string> names;
+  for (const auto& [k, v] : a) names.insert(k);
+  for (const auto& [k, v] : b) names.insert(k);
+  for (const std::string& k : names) {
+    const auto ia = a.find(k), ib = b.find(k);
+    // An absent train.precision is the f32 that checkpoints before the key trained in.
+    const nlohmann::json va = ia != a.end() ? ia->second : k == "train.precision" ? nlohmann::json("f32") : nlohmann::json();
+    const nlohmann::json vb = ib != b.end() ? ib->second : k == "train.precision" ? nlohmann::json("f32") : nlohmann::json();
+    if (va != vb) keys.push_back(StrCat(k, " (", va.is_null() ? "unset" : va.dump(), " in the checkpoint, ",
+                                        vb.is_null() ? "unset" : vb.dump(), " now)"));
+  }
+  std::string out;
+  for (const std::string& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
 }
 
 // What a resumed run must train on: the same rows (a JSONL edited between a kill and --resume
@@ -353,6 +390,7 @@ Result<std::unique_ptr<Trainer>> Trainer::CreateLocal(const TrainRecipe& recipe,
   for (int64_t i = 0; i < s->dataset.rows(); ++i) longest = std::max(longest, s->dataset.RowLength(i));
   TrainingModelOptions to;
   to.remat = recipe.remat;
+  to.precision = recipe.precision == "f32" ? TrainPrecision::kF32 : TrainPrecision::kBf16;
   to.tp = s->tp;
   to.max_tokens = std::max<int64_t>(2, longest * recipe.micro_batch);
   if (recipe.full_finetune) {
@@ -413,8 +451,9 @@ Result<std::unique_ptr<Trainer>> Trainer::CreateLocal(const TrainRecipe& recipe,
     GK_ASSIGN_OR_RETURN(CheckpointContents ck, LoadCheckpoint(*latest));
     const nlohmann::json& st = ck.trainer_state;
     if (st.value("fingerprint", nlohmann::json()) != Fingerprint(recipe)) {
-      return Status::Error(StrCat(*latest, ": was trained with a different recipe (model, data, seed, lora, optim "
-                                           "or batch keys differ); resume with the same recipe"));
+      return Status::Error(StrCat(*latest, ": was trained with a different recipe (",
+                                  FingerprintDifferences(st.value("fingerprint", nlohmann::json()), Fingerprint(recipe)),
+                                  "); resume with the same recipe"));
     }
     if (st.contains("dataset") && st["dataset"] != DatasetIdentity(s->dataset)) {
       return Status::Error(StrCat(*latest, ": was trained on other data (", st["dataset"].dump(), ", now ",
@@ -659,6 +698,7 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
                       {"trainable_fraction", double(trainable) / double(std::max<int64_t>(1, total_params))},
                       {"full_finetune", full != nullptr},
                       {"lora_modules", full ? 0 : s.adapter->modules().size()}}},
+      {"precision", s.model->precision() == TrainPrecision::kBf16 ? "bf16" : "f32"},
       {"parallel", {{"ranks", s.world->size()}, {"tensor_parallel", s.tp.size}, {"data_parallel", s.comm->size()}}},
       {"hardware", {{"cpu", CpuModelName()},
                     {"threads", s.pool->size()},

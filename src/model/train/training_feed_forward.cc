@@ -21,7 +21,7 @@ void TrainingModel::PerLayerInputs() {
   const ModelConfig& c = config_;
   const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
   float* ple = s_->ple.data();
-  WeightMatMul(weights_.ple_model_proj, s_->layer_inputs[0].data(), T_, ple, false, *pool_);
+  Product(weights_.ple_model_proj, s_->layer_inputs[0].data(), T_, ple, false);
   const float inv_sqrt_d = 1.f / std::sqrt(float(D)), inv_sqrt2 = 1.f / std::sqrt(2.f);
   const bool keep_u = !s_->ple_u.empty();  // full fine-tuning: the norm's input, for its backward
   // The token's table row; zeros where another rank of a tensor-parallel group holds it.
@@ -56,14 +56,14 @@ void TrainingModel::PleForward(int l, LayerActs& a, const float* x2, float* x3) 
   const ModelConfig& c = config_;
   const LayerWeights& lw = weights_.layers[size_t(l)];
   const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
-  WeightMatMul(lw.ple_gate, x2, T_, a.ple_g.data(), false, *pool_);
+  Product(lw.ple_gate, x2, T_, a.ple_g.data(), false);
   pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
       const float* p = s_->ple.data() + t * LP + int64_t(l) * P;
       for (int64_t i = 0; i < P; ++i) a.ple_a[size_t(t * P + i)] = GeluTanh(a.ple_g[size_t(t * P + i)]) * p[i];
     }
   });
-  WeightMatMul(lw.ple_proj, a.ple_a.data(), T_, a.ple_o.data(), false, *pool_);
+  Product(lw.ple_proj, a.ple_a.data(), T_, a.ple_o.data(), false);
   RmsNormRows(a.ple_o.data(), lw.post_ple_norm.data(), T_, D, c.rms_norm_eps, x3);
   Add(x2, x3, T_ * D);
 }
@@ -82,7 +82,7 @@ void TrainingModel::PleBackward(int l, const LayerActs& a, float* dx) {
   });
   AddNormGrad(lw.post_ple_norm, a.ple_o.data(), dx, T_, D);
   AddMatrixGrad(lw.ple_proj, s.dd.data(), a.ple_a.data(), T_);
-  WeightMatMulT(lw.ple_proj, s.dd.data(), T_, s.dple.data(), false, *pool_);
+  ProductT(lw.ple_proj, s.dd.data(), T_, s.dple.data(), false);
   const bool full_ple = !s.dple_all.empty();  // full fine-tuning: the per-layer input's gradient too
   pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
@@ -95,7 +95,7 @@ void TrainingModel::PleBackward(int l, const LayerActs& a, float* dx) {
     }
   });
   AddMatrixGrad(lw.ple_gate, s.dple.data(), a.x2.data(), T_);
-  WeightMatMulT(lw.ple_gate, s.dple.data(), T_, dx, true, *pool_);
+  ProductT(lw.ple_gate, s.dple.data(), T_, dx, true);
 }
 
 // mm = RMSNorm(m; post_ffw_norm_1) + RMSNorm(y; post_ffw_norm_2), y = Σ_j w_j · expert_j(xe),
@@ -110,6 +110,7 @@ void TrainingModel::MoeForward(int l, LayerActs& a) {
   Scratch& s = *s_;
   RmsNormRows(a.x1.data(), lw.pre_ffw_norm_2.data(), T, D, eps, a.xe.data());
   MoeRouterInput(l, a);
+  // The router stays f32 in either precision: a rounding must not flip which experts a token takes.
   WeightMatMul(lw.router, s.router_in.data(), T, a.probs.data(), false, *pool_);
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     std::vector<int32_t> idx(static_cast<size_t>(E));
@@ -141,7 +142,7 @@ void TrainingModel::MoeForward(int l, LayerActs& a) {
   for (int64_t ex = 0; ex < E; ++ex) {
     const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
     if (ne == 0) continue;
-    WeightMatMul(lw.expert_gate_up[size_t(ex)], s.xg.data() + i0 * D, ne, a.eg.data() + i0 * 2 * Fe, false, *pool_);
+    Product(lw.expert_gate_up[size_t(ex)], s.xg.data() + i0 * D, ne, a.eg.data() + i0 * 2 * Fe, false);
   }
   pool_->ParallelFor(n, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
@@ -152,7 +153,7 @@ void TrainingModel::MoeForward(int l, LayerActs& a) {
   for (int64_t ex = 0; ex < E; ++ex) {
     const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
     if (ne == 0) continue;
-    WeightMatMul(lw.expert_down[size_t(ex)], a.ea.data() + i0 * Fe, ne, a.eo.data() + i0 * D, false, *pool_);
+    Product(lw.expert_down[size_t(ex)], a.ea.data() + i0 * Fe, ne, a.eo.data() + i0 * D, false);
   }
   std::fill(a.y.begin(), a.y.begin() + T * D, 0.f);
   for (int64_t i = 0; i < n; ++i) {  // in slot order per token: the same sum for any grouping
@@ -234,7 +235,7 @@ void TrainingModel::MoeBackward(int l, const LayerActs& a, const float* dmm, flo
     const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
     if (ne == 0) continue;
     AddMatrixGrad(lw.expert_down[size_t(ex)], s.deo.data() + i0 * D, a.ea.data() + i0 * Fe, ne);
-    WeightMatMulT(lw.expert_down[size_t(ex)], s.deo.data() + i0 * D, ne, s.dact.data() + i0 * Fe, false, *pool_);
+    ProductT(lw.expert_down[size_t(ex)], s.deo.data() + i0 * D, ne, s.dact.data() + i0 * Fe, false);
   }
   pool_->ParallelFor(n, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
@@ -247,8 +248,7 @@ void TrainingModel::MoeBackward(int l, const LayerActs& a, const float* dmm, flo
     const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
     if (ne == 0) continue;
     AddMatrixGrad(lw.expert_gate_up[size_t(ex)], s.dgu.data() + i0 * 2 * Fe, s.xg.data() + i0 * D, ne);
-    WeightMatMulT(lw.expert_gate_up[size_t(ex)], s.dgu.data() + i0 * 2 * Fe, ne, s.dxg.data() + i0 * D, false,
-                  *pool_);
+    ProductT(lw.expert_gate_up[size_t(ex)], s.dgu.data() + i0 * 2 * Fe, ne, s.dxg.data() + i0 * D, false);
   }
   std::fill(s.dxe.begin(), s.dxe.begin() + T * D, 0.f);
   for (int64_t i = 0; i < n; ++i) Add(s.dxg.data() + i * D, s.dxe.data() + (a.order[size_t(i)] / k) * D, D);

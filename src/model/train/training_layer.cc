@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/ops.h"
 #include "kernels/train_ops.h"
 #include "model/train/training_buffers.h"
@@ -25,8 +26,18 @@ const float* TrainingModel::DropoutInput(int l, LoraTarget t, const float* x, in
   return buf;
 }
 
+void TrainingModel::Product(const MatrixView& w, const float* x, int64_t T, float* y, bool accumulate) {
+  if (Bf16Products(w)) return Bf16WeightMatMul(w, x, T, y, accumulate, *pool_);
+  WeightMatMul(w, x, T, y, accumulate, *pool_);
+}
+
+void TrainingModel::ProductT(const MatrixView& w, const float* dy, int64_t T, float* dx, bool accumulate) {
+  if (Bf16Products(w)) return Bf16WeightMatMulT(w, dy, T, dx, accumulate, *pool_);
+  WeightMatMulT(w, dy, T, dx, accumulate, *pool_);
+}
+
 void TrainingModel::Linear(int l, LoraTarget t, const MatrixView& w, const float* x, float* y, float* u, bool dropout) {
-  WeightMatMul(w, x, T_, y, false, *pool_);
+  Product(w, x, T_, y, false);
   const LoraModule* m = adapter_ ? adapter_->Find(l, t) : nullptr;
   if (!m) return;
   const int64_t r = adapter_->rank();
@@ -38,7 +49,7 @@ void TrainingModel::Linear(int l, LoraTarget t, const MatrixView& w, const float
 void TrainingModel::LinearBackward(int l, LoraTarget t, const MatrixView& w, const float* x, const float* u,
                                    const float* dy, float* dx, bool accumulate) {
   AddMatrixGrad(w, dy, x, T_);  // full fine-tuning only
-  WeightMatMulT(w, dy, T_, dx, accumulate, *pool_);
+  ProductT(w, dy, T_, dx, accumulate);
   LoraModule* m = adapter_ ? adapter_->Find(l, t) : nullptr;
   if (!m) return;
   const int64_t r = adapter_->rank(), in = m->in, out = m->out;

@@ -7,6 +7,7 @@
 
 #include "dist/communicator.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/ops.h"
 #include "kernels/train_ops.h"
 #include "model/decoder_constants.h"
@@ -207,7 +208,7 @@ Status TrainingModel::Logits(std::span<const int32_t> tokens, float* logits) {
   std::vector<float> h(size_t(T_ * D));
   RmsNormRows(s_->layer_inputs[size_t(config_.num_layers)].data(), weights_.final_norm.data(), T_, D,
               config_.rms_norm_eps, h.data());
-  WeightMatMul(weights_.embed, h.data(), T_, logits, false, *pool_);
+  Product(weights_.embed, h.data(), T_, logits, false);
   if (config_.final_logit_softcap > 0.f) {
     pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t) Softcap(logits + t * V, V, config_.final_logit_softcap);
@@ -246,16 +247,26 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
   // Under tensor parallelism only this rank's rows [v_begin, v_begin + Vl) of the vocabulary.
   const int64_t Vl = vocab_.rows, v_begin = vocab_.begin;
   const int64_t VC = std::clamp<int64_t>((int64_t(4) << 20) / std::max(R, D), 256, std::max<int64_t>(Vl, 1));
-  s.e_chunk.resize(size_t(VC * D));
+  // bf16 precision reads the chunk's rows of the bf16 table in place (kernels/gemm_bf16.h);
+  // f32 widens them into e_chunk.
+  const bool bf16_head = Bf16Products(weights_.embed);
+  auto chunk_rows = [&](int64_t v0, int64_t vc) {
+    return MatrixView{DType::kBF16, vc, D, static_cast<const uint16_t*>(weights_.embed.data) + v0 * D};
+  };
+  if (!bf16_head) s.e_chunk.resize(size_t(VC * D));
   s.z.resize(size_t(R * VC));
   std::vector<float> m(size_t(R), -std::numeric_limits<float>::infinity()), sum(size_t(R), 0.f);
   std::vector<float> best(size_t(R), -std::numeric_limits<float>::infinity()), z_target(size_t(R), 0.f);
   std::vector<int64_t> arg(size_t(R), 0);
   auto chunk_logits = [&](int64_t v0, int64_t vc) {  // v0: a local row
-    pool_->ParallelFor(vc, [&](int64_t b, int64_t e, int) {
-      for (int64_t v = b; v < e; ++v) weights_.embed.RowToF32(v0 + v, s.e_chunk.data() + v * D);
-    });
-    Sgemm(false, true, R, vc, D, 1.f, s.h.data(), D, s.e_chunk.data(), D, 0.f, s.z.data(), vc);
+    if (bf16_head) {
+      Bf16WeightMatMul(chunk_rows(v0, vc), s.h.data(), R, s.z.data(), false, *pool_);
+    } else {
+      pool_->ParallelFor(vc, [&](int64_t b, int64_t e, int) {
+        for (int64_t v = b; v < e; ++v) weights_.embed.RowToF32(v0 + v, s.e_chunk.data() + v * D);
+      });
+      Sgemm(false, true, R, vc, D, 1.f, s.h.data(), D, s.e_chunk.data(), D, 0.f, s.z.data(), vc);
+    }
     if (cap > 0.f) {
       pool_->ParallelFor(R, [&](int64_t b, int64_t e, int) {
         for (int64_t r = b; r < e; ++r) Softcap(s.z.data() + r * vc, vc, cap);
@@ -290,7 +301,11 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
         }
       }
     });
-    if (one_pass) Sgemm(false, false, R, D, vc, 1.f, s.z.data(), vc, s.e_chunk.data(), D, 1.f, s.dh.data(), D);
+    if (one_pass && bf16_head) {
+      Bf16WeightMatMulT(chunk_rows(v0, vc), s.z.data(), R, s.dh.data(), true, *pool_);
+    } else if (one_pass) {
+      Sgemm(false, false, R, D, vc, 1.f, s.z.data(), vc, s.e_chunk.data(), D, 1.f, s.dh.data(), D);
+    }
   }
   const std::vector<float> local_max = m;  // the frame of this rank's accumulated dh
   if (options_.tp.active()) {
@@ -441,7 +456,7 @@ void TrainingModel::EmbeddingBackward(float* dx0) {
     });
     Scale(du, T_ * LP, inv_sqrt_d);
     AddMatrixGrad(weights_.ple_model_proj, du, s.layer_inputs[0].data(), T_);
-    WeightMatMulT(weights_.ple_model_proj, du, T_, dx0, true, *pool_);
+    ProductT(weights_.ple_model_proj, du, T_, dx0, true);
   }
   float* g = WeightGrad(&weights_.embed);
   if (g == nullptr) return;

@@ -5,7 +5,9 @@
 // sequence of T tokens whose attention never crosses a row boundary (positions restart at 0 in
 // every row), so a micro-batch of several rows costs no padding ("packed"); the trainer can
 // also pad rows to the micro-batch's longest (pad tokens carry no loss) to measure what
-// padding costs. Matrix products go through OpenBLAS (kernels/gemm.h).
+// padding costs. Matrix products go through OpenBLAS or oneDNN in f32 (kernels/gemm.h), or, in
+// bf16 precision, the products against the frozen bf16 weights take bf16 activations
+// (kernels/gemm_bf16.h).
 //
 // Loss: the sum over target tokens (loss_mask = 1) of −log softmax(logits)[target], times
 // loss_scale (the trainer passes 1 / targets of the whole effective batch). The logit rows of
@@ -54,8 +56,19 @@ struct MicroBatchStats {
   int64_t tokens = 0;   // tokens run through the decoder
 };
 
+// What the products against the frozen base weights compute (docs/TRAIN.md, "Precision").
+enum class TrainPrecision {
+  kF32,   // every product in f32 over the weights widened exactly
+  kBf16,  // products against bf16 weights (forward, input gradients, the loss head) round their
+          // activations (or output gradients) to bf16 and accumulate in f32, as PyTorch, vLLM
+          // and llama.cpp do for bf16 models; LoRA factors and their products, attention,
+          // norms, the loss and every gradient stay f32. Matrices stored in f32 stay f32.
+};
+
 struct TrainingModelOptions {
   bool remat = false;
+  // Full fine-tuning has no frozen base: it computes in f32 whatever this says.
+  TrainPrecision precision = TrainPrecision::kF32;
   int64_t max_tokens = 4096;  // tokens per micro-batch the buffers are sized for
   // Non-empty: full fine-tuning (no adapter): every matrix and norm gets a gradient
   // (full_params()), the norms' masters read from this checkpoint directory (FullParams).
@@ -91,6 +104,10 @@ class TrainingModel {
   FullParams* full_params() { return full_.get(); }
   // Bytes of activations kept for the backward pass by the last ForwardBackward.
   int64_t activation_bytes() const { return activation_bytes_; }
+  // The precision the products run in (f32 for full fine-tuning whatever the options said).
+  TrainPrecision precision() const {
+    return full_ ? TrainPrecision::kF32 : options_.precision;
+  }
 
  private:
   struct LayerActs;
@@ -115,6 +132,12 @@ class TrainingModel {
   void MoeBackward(int l, const LayerActs& a, const float* dmm, float* dm, float* dx1);
   void PleForward(int l, LayerActs& a, const float* x2, float* x3);
   void PleBackward(int l, const LayerActs& a, float* dx);
+  // y = x·Wᵀ (+= when accumulate) and dx = dy·W against a base matrix, in the run's precision.
+  void Product(const MatrixView& w, const float* x, int64_t T, float* y, bool accumulate);
+  void ProductT(const MatrixView& w, const float* dy, int64_t T, float* dx, bool accumulate);
+  bool Bf16Products(const MatrixView& w) const {
+    return precision() == TrainPrecision::kBf16 && w.dtype == DType::kBF16 && !w.packed;
+  }
   void Linear(int l, LoraTarget t, const MatrixView& w, const float* x, float* y, float* u, bool dropout);
   void LinearBackward(int l, LoraTarget t, const MatrixView& w, const float* x, const float* u, const float* dy,
                       float* dx, bool accumulate);

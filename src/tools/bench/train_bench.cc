@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "kernels/gemm_bf16.h"
 #include "kernels/isa.h"
 #include "model/tensor_parallel.h"
 #include "model/train/lora_tensor_parallel.h"
@@ -148,11 +149,15 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
   }
   TrainingModelOptions to;
   to.remat = remat;
+  to.precision = o.precision == "f32" ? TrainPrecision::kF32 : TrainPrecision::kBf16;
   to.max_tokens = std::max<int64_t>(2, int64_t(tokens.size()));
   to.tp = tp;
   if (o.full) to.full_finetune_from = o.model_dir;
   GK_ASSIGN_OR_RETURN(auto model,
                       TrainingModel::Create(local, std::move(weights), o.full ? nullptr : &adapter, &pool, to));
+  const bool bf16 = model->precision() == TrainPrecision::kBf16 && model->weights().embed.dtype == DType::kBF16;
+  meta->precision = bf16 ? "bf16" : "f32";
+  meta->bf16_route = !bf16 ? "" : Bf16ProductsAvailable(model->weights().embed) ? "oneDNN" : "emulated";
   if (o.full) meta->trainable_params = model->full_params()->ParameterCount();
   else meta->trainable_params = (tp.active() ? whole : adapter).ParameterCount();
   const TrainRowView row{tokens, mask};
@@ -199,6 +204,9 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
 Result<TrainBenchResult> RunTrainBench(const TrainBenchOptions& o) {
   if (o.seq_len < 2) return Status::Error(StrCat("--seq-len must be at least 2, got ", o.seq_len));
   if (o.steps < 1) return Status::Error(StrCat("--steps must be at least 1, got ", o.steps));
+  if (o.precision != "bf16" && o.precision != "f32") {
+    return Status::Error(StrCat("--precision must be bf16 or f32, got \"", o.precision, "\""));
+  }
   GK_ASSIGN_OR_RETURN(std::vector<std::string> names, LoraTargetNames(o.targets));
   GK_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(o.model_dir));
   ThreadPool pool(o.threads);
@@ -215,6 +223,7 @@ Result<TrainBenchResult> RunTrainBench(const TrainBenchOptions& o) {
   r.targets = names;
   r.full = o.full;
   r.fp32_peak_probes.push_back(MeasureFp32Peak(pool, o.peak_repeats));
+  r.bf16_peak_probes.push_back(MeasureBf16Peak(pool, o.peak_repeats));
 
   // One row: BOS, then uniform ids (as bench/train_torch_eager.py: [2] + U[3, V)), every
   // token a target.
@@ -254,17 +263,21 @@ Result<TrainBenchResult> RunTrainBench(const TrainBenchOptions& o) {
     r.runs.push_back(std::move(run));
   }
   r.fp32_peak_probes.push_back(MeasureFp32Peak(pool, o.peak_repeats));
+  r.bf16_peak_probes.push_back(MeasureBf16Peak(pool, o.peak_repeats));
   r.fp32_peak_gflops = *std::max_element(r.fp32_peak_probes.begin(), r.fp32_peak_probes.end());
+  r.bf16_peak_gflops = *std::max_element(r.bf16_peak_probes.begin(), r.bf16_peak_probes.end());
   if (comm) {  // the ranks probed at the same time: the machine's peak is their sum
-    double peak = r.fp32_peak_gflops;
-    GK_RETURN_IF_ERROR(comm->AllReduceSum(std::span<double>(&peak, 1)));
-    r.fp32_peak_gflops = peak;
+    double peaks[2] = {r.fp32_peak_gflops, r.bf16_peak_gflops};
+    GK_RETURN_IF_ERROR(comm->AllReduceSum(std::span<double>(peaks, 2)));
+    r.fp32_peak_gflops = peaks[0];
+    r.bf16_peak_gflops = peaks[1];
   }
   for (TrainBenchRun& run : r.runs) {
     if (r.fp32_peak_gflops > 0) {
       run.useful_ratio = run.useful_gflops / r.fp32_peak_gflops;
       run.executed_ratio = run.executed_gflops / r.fp32_peak_gflops;
     }
+    if (r.bf16_peak_gflops > 0) run.useful_ratio_bf16 = run.useful_gflops / r.bf16_peak_gflops;
   }
   return r;
 }
@@ -291,8 +304,16 @@ std::string FormatTrainBench(const TrainBenchResult& r) {
   const double lowest = r.fp32_peak_probes.empty()
                             ? 0
                             : *std::min_element(r.fp32_peak_probes.begin(), r.fp32_peak_probes.end());
-  line("machine  %s, %d threads, %s kernels, fp32 FMA peak %.0f GFLOP/s (highest of %zu probes, lowest %.0f)\n",
+  line("machine  %s, %d threads, %s kernels, fp32 FMA peak %.0f GFLOP/s (highest of %zu probes, lowest %.0f)",
        r.cpu.c_str(), r.threads, r.isa.c_str(), r.fp32_peak_gflops, r.fp32_peak_probes.size(), lowest);
+  if (r.bf16_peak_gflops > 0) line(", bf16 dot peak %.0f GFLOP/s", r.bf16_peak_gflops);
+  line("\n");
+  if (r.precision == "bf16") {
+    line("products bf16 activations against the bf16 weights, f32 accumulation (%s); LoRA, attention, "
+         "gradients f32\n", r.bf16_route == "oneDNN" ? "oneDNN's bf16 matmul" : "emulated: no AVX-512 BF16");
+  } else {
+    line("products f32 (%s)\n", r.weight_dtype == "F32" ? "f32 weights" : r.full ? "full fine-tuning" : "--precision f32");
+  }
   line("step     one row of %d tokens, loss on %lld targets; 1 warm-up + %d timed steps\n", r.seq_len,
        (long long)f0.loss_rows, r.steps);
   if (r.ranks > 1) {
@@ -314,7 +335,9 @@ std::string FormatTrainBench(const TrainBenchResult& r) {
          run.median_step_s, run.min_step_s, run.tokens_per_s, run.loss);
     line("  useful    %.1f GFLOP/step = frozen 4*P*T %.1f + LoRA 6*Pl*T %.2f + attention 14*N*H*pairs %.2f\n",
          f.useful / 1e9, f.frozen_useful / 1e9, f.lora_useful / 1e9, f.attention_useful / 1e9);
-    line("            %.1f GFLOP/s = %.2f of the fp32 FMA peak\n", run.useful_gflops, run.useful_ratio);
+    line("            %.1f GFLOP/s = %.2f of the fp32 FMA peak", run.useful_gflops, run.useful_ratio);
+    if (r.bf16_peak_gflops > 0) line(", %.2f of the bf16 dot peak", run.useful_ratio_bf16);
+    line("\n");
     line("  executed  %.1f GFLOP/step = layers %d*P*T %.1f + head %d*V*D*R %.1f + LoRA %d*Pl*T %.2f + attention "
          "%d*N*H*entries %.2f\n",
          f.executed / 1e9, run.remat ? 6 : 4, f.layers_executed / 1e9, r.full ? 8 : 4, f.head_executed / 1e9,
@@ -356,6 +379,7 @@ nlohmann::json TrainBenchToJson(const TrainBenchResult& r) {
                     {"useful_gflops", run.useful_gflops},
                     {"executed_gflops", run.executed_gflops},
                     {"useful_ratio_fp32", run.useful_ratio},
+                    {"useful_ratio_bf16", run.useful_ratio_bf16},
                     {"executed_ratio_fp32", run.executed_ratio},
                     {"flops",
                      {{"tokens", f.tokens},
@@ -382,6 +406,8 @@ nlohmann::json TrainBenchToJson(const TrainBenchResult& r) {
                       {"full_finetune", r.full}, {"trainable_params", r.trainable_params},
                       {"steps", r.steps}, {"fp32_gflops", r.fp32_peak_gflops},
                       {"fp32_gflops_probes", r.fp32_peak_probes},
+                      {"bf16_gflops", r.bf16_peak_gflops}, {"bf16_gflops_probes", r.bf16_peak_probes},
+                      {"precision", r.precision}, {"bf16_route", r.bf16_route},
                       {"runs", runs}};
   if (r.ranks > 1) {
     j[r.tp > 1 ? "tensor_parallel" : "data_parallel"] = {{"ranks", r.ranks},

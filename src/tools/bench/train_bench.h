@@ -50,6 +50,7 @@ struct TrainBenchOptions {
   bool remat = false;
   bool compare_remat = false;  // run with remat, then without, and report the saving
   bool full = false;       // full fine-tuning: every weight's gradient (no adapter)
+  std::string precision = "bf16";  // the recipe's train.precision: "bf16" | "f32"
   int threads = 0;         // 0: all cores
   // Projections carrying a LoRA: q, k, v, o, gate, up, down (or their module names, q_proj...).
   std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
@@ -101,6 +102,7 @@ struct TrainBenchRun {
   TrainFlops flops;
   double useful_gflops = 0, executed_gflops = 0;  // per second, at the mean step time
   double useful_ratio = 0, executed_ratio = 0;    // ÷ the fp32 FMA peak
+  double useful_ratio_bf16 = 0;                   // ÷ the bf16 dot-product peak (0 without one)
 };
 
 struct TrainBenchResult {
@@ -117,6 +119,13 @@ struct TrainBenchResult {
   // lowered one would flatter the ratio).
   double fp32_peak_gflops = 0;
   std::vector<double> fp32_peak_probes;
+  // The same for the bf16 dot-product peak (MeasureBf16Peak, vdpbf16ps), before and after the
+  // runs; 0 on CPUs without AVX-512 BF16.
+  double bf16_peak_gflops = 0;
+  std::vector<double> bf16_peak_probes;
+  // What the products computed: "bf16" or "f32" (full fine-tuning and f32 weights: f32), and for
+  // bf16 the route: "oneDNN" (AVX-512 BF16) or "emulated" (rounded activations, f32 sgemm).
+  std::string precision, bf16_route;
   std::vector<TrainBenchRun> runs;  // one, or (remat, no remat) with compare_remat
   // Data parallel: the figures above are all ranks' (tokens and FLOPs of N rows per step, the
   // peak summed over the ranks' probes, taken at the same time).
