@@ -1,18 +1,24 @@
 #!/usr/bin/python3
-"""PyTorch eager baseline for one LoRA SFT training step (for docs/PERF.md).
+"""PyTorch eager anchor for one LoRA SFT training step (docs/PERF.md, `bench train --compare-torch`).
 
 Times forward + backward of the oracle's LoRA model (tests/oracle/train_ref.py, built on the
 spec-derived reference tests/oracle/gemma_ref.py) on this CPU: one sequence of --seq-len tokens,
-LoRA rank R on the targeted projections (default q/k/v/o/gate/up/down of every layer), base
-weights frozen in float32 (bf16 checkpoints widened to f32 exactly), loss = mean NLL over all
-tokens (tied-embedding head + final softcap included).  torch.set_num_threads(os.cpu_count())
-unless --threads says otherwise.  The first --warmup steps are discarded; the rest are averaged.
+LoRA rank R on the targeted projections (default q/k/v/o/gate/up/down of every layer), loss =
+mean NLL over all tokens (tied-embedding head + final softcap included).  --dtype bf16 (the
+default): weights, activations and LoRA factors in bfloat16 (PyTorch's bf16 CPU kernels: oneDNN
+matmuls on AVX-512 BF16); fp32: the weights widened to float32 exactly, everything in float32
+(OpenBLAS/oneDNN sgemm).  The first --warmup steps are discarded; the rest are averaged.
 
-    bench/train_torch_eager.py --model DIR --seq-len 512 --rank 16 --steps 3 [--json]
+Tuned as a PyTorch user on a CPU would: tcmalloc preloaded (Debian's libtcmalloc-minimal4; the
+script re-executes itself with LD_PRELOAD when it is not loaded), OMP_WAIT_POLICY=PASSIVE (idle
+OpenMP threads sleep instead of spinning against the main thread), torch.set_num_threads(--threads,
+default os.cpu_count()), autograd's anomaly checks off.  --no-tune runs without the first two.
+
+    bench/train_torch_eager.py --model DIR --seq-len 512 --rank 16 --steps 3 [--dtype bf16|fp32] [--json]
     bench/train_torch_eager.py --case g4_basic ...      # a tiny random checkpoint instead
 
-The reference is written for clarity, not speed (plain masked-matrix attention, no fused
-kernels), as is eager PyTorch: it is a baseline, not a ceiling.  Run with Debian's
+The reference is written for clarity (plain masked-matrix attention, no fused kernels), as
+eager PyTorch code is; at 270M and 512 tokens its time is the products'.  Run with Debian's
 /usr/bin/python3 (torch 1.13).
 """
 
@@ -33,6 +39,21 @@ import torch  # noqa: E402
 from train_ref import AdapterConfig, LoraGemma, make_adapter_config, random_adapter, row_nll  # noqa: E402
 
 DEFAULT_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+
+
+def tuned_or_reexec(argv):
+    """Re-executes this script with tcmalloc preloaded and passive OpenMP waiting unless both are
+    in place (LD_PRELOAD must be set before the process starts); returns the tuning applied."""
+    if "--no-tune" in argv:
+        return {"tcmalloc": False, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+    if not os.path.exists(TCMALLOC):
+        sys.exit(f"{TCMALLOC} is missing: apt-get install libtcmalloc-minimal4 (or pass --no-tune)")
+    if TCMALLOC not in os.environ.get("LD_PRELOAD", "") or os.environ.get("OMP_WAIT_POLICY") != "PASSIVE":
+        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE",
+                   LD_PRELOAD=":".join(p for p in (TCMALLOC, os.environ.get("LD_PRELOAD", "")) if p))
+        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv, env)
+    return {"tcmalloc": True, "omp_wait_policy": "PASSIVE"}
 
 
 def main(argv=None):
@@ -50,10 +71,16 @@ def main(argv=None):
     ap.add_argument("--optimizer", action="store_true", help="also time an AdamW step")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
+    ap.add_argument("--no-tune", action="store_true", help="without tcmalloc and OMP_WAIT_POLICY=PASSIVE")
+    argv = sys.argv[1:] if argv is None else argv
     a = ap.parse_args(argv)
+    tuning = tuned_or_reexec(argv)
 
     threads = a.threads or os.cpu_count()
     torch.set_num_threads(threads)
+    torch.autograd.set_detect_anomaly(False)
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     tmp = None
     model_dir = a.model
     if a.case:
@@ -63,7 +90,7 @@ def main(argv=None):
         make_checkpoint.write_checkpoint(a.case, model_dir, "bf16")
 
     t_load = time.perf_counter()
-    model = LoraGemma(model_dir, torch.float32)
+    model = LoraGemma(model_dir, dtype)
     cfg_raw = make_adapter_config(a.rank, a.alpha if a.alpha is not None else 2.0 * a.rank,
                                   [t for t in a.targets.split(",") if t])
     model.attach(AdapterConfig(cfg_raw), random_adapter(model, cfg_raw, a.seed))
@@ -102,7 +129,8 @@ def main(argv=None):
         "torch": torch.__version__, "threads": threads, "cpu": platform.processor() or platform.machine(),
         "model": os.path.abspath(model_dir) if a.model else f"case:{a.case} (bf16)",
         "family": model.cfg.family, "layers": model.cfg.L, "hidden": model.cfg.D,
-        "vocab": model.cfg.vocab, "weight_dtype": model.weight_dtype, "compute_dtype": "float32",
+        "vocab": model.cfg.vocab, "weight_dtype": model.weight_dtype,
+        "compute_dtype": "bfloat16" if a.dtype == "bf16" else "float32", "tuning": tuning,
         "base_params": n_base, "lora_params": n_lora, "lora_modules": len(model.lora),
         "rank": a.rank, "targets": a.targets, "seq_len": a.seq_len, "optimizer_step": bool(opt),
         "warmup_steps": a.warmup, "timed_steps": len(times), "step_times_s": times,

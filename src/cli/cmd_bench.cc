@@ -3,6 +3,7 @@
 //                      [--mmap] [--json] [--quantize none|q8_0] [--batch 16] [--bf16-activations split|round]
 //                      [--tp N [--no-tp-baseline]]   (under mpirun -np N: tensor parallel)
 // gemmakit bench train --model DIR --seq-len T [--rank 16] [--alpha 32] [--steps 3] [--remat | --compare-remat] [--full] [--precision bf16|f32]
+//                      [--compare-torch [--alternations 3] [--torch-dtypes bf16,fp32] [--torch-script PATH]]
 //                      [--threads N] [--json] [--targets q,k,v,o,gate,up,down] [--tp N (under mpirun -np N)]
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "cli/common.h"
 #include "dist/communicator.h"
 #include "tools/bench/model_bench.h"
+#include "tools/bench/torch_anchor.h"
 #include "tools/bench/train_bench.h"
 
 namespace gk::cli {
@@ -68,9 +70,33 @@ int RunBench(int argc, char** argv) {
   train->add_flag("--json", train_json, "print one JSON object instead of the table");
   train->add_option("--tp", to.tp, "under mpirun -np N: the N ranks train the row together, tensor parallel")
       ->check(CLI::Range(1, 4096));
+  TorchAnchorOptions torch;
+  bool compare_torch = false;
+  std::string torch_dtypes = "bf16,fp32";
+  train->add_flag("--compare-torch", compare_torch,
+                  "alternate with the tuned PyTorch anchor (bench/train_torch_eager.py) and print the ratio");
+  train->add_option("--torch-script", torch.script, "the anchor script (default bench/train_torch_eager.py)");
+  train->add_option("--torch-python", torch.python, "the Python with torch (default /usr/bin/python3)");
+  train->add_option("--torch-dtypes", torch_dtypes, "the anchor's dtypes, comma-separated (bf16, fp32)");
+  train->add_option("--alternations", torch.alternations, "gemmakit/PyTorch alternations (median reported)")
+      ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
   if (train->parsed()) {
     to.targets = SplitCommas(targets);
+    if (compare_torch) {
+      torch.dtypes = SplitCommas(torch_dtypes);
+      for (const std::string& d : torch.dtypes) {
+        if (d != "bf16" && d != "fp32") return Fail(Status::Error(StrCat("--torch-dtypes: unknown dtype \"", d, "\"")));
+      }
+      auto c = CompareWithTorch(to, torch);
+      if (!c.ok()) return Fail(c.status());
+      if (train_json) {
+        std::printf("%s\n", TorchComparisonToJson(*c).dump().c_str());
+      } else {
+        std::printf("%s", FormatTorchComparison(*c, c->last.precision).c_str());
+      }
+      return 0;
+    }
     auto world = dist::World();  // under mpirun: data parallel, scaling against one rank
     if (!world.ok()) return Fail(world.status());
     to.comm = *world;

@@ -26,6 +26,8 @@ and the final adapters (RUN/adapter/adapter_model.safetensors vs the oracle's), 
 shapes, per tensor:
   max |gk - ref| / max |ref| < 1e-3 (the scale of the tensor, not of each element), and
   |upd_gk - upd_ref| / |upd_ref| < 1e-2 (Frobenius norms; upd = final - init, what training did).
+These runs set train.precision = "f32"; a third run (assistant) trains in bf16, the default,
+against the oracle's --bf16-products: see bf16_mode for its bounds.
 Why these and not tighter: Adam divides every step by sqrt(v), so an element whose gradient is
 tiny or changes sign moves by ~lr whatever the gradient's size; float32 gradients that agree to
 ~1e-5 relative to a tensor's largest entry can still differ in sign on such elements, and then
@@ -95,8 +97,7 @@ def batch_file(ds_dir, work):
     return path, meta
 
 
-def one_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
-    t0 = time.time()
+def prepare(gk, work, model, rows_jsonl, loss_mode):
     ds = os.path.join(work, f"ds-{loss_mode}")
     p = run(gk, ["data", "prepare", "--input", rows_jsonl, "--model", model, "--max-seq-len", MAX_SEQ_LEN,
                  "--loss", loss_mode, "--out", ds])
@@ -106,9 +107,12 @@ def one_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
         fail(f"{loss_mode}: data prepare kept {meta['rows']} rows (< {need} for {STEPS} steps); output:\n{p.stdout}{p.stderr}")
     print(f"[{loss_mode}] data set: {meta['rows']} rows kept of {meta['meta']['raw']}, "
           f"{len(meta['shards'])} shard(s), {meta['tokens']} tokens", flush=True)
+    return ds, batch
 
-    out = os.path.join(work, f"run-{loss_mode}")
-    recipe = write_recipe(os.path.join(work, f"recipe-{loss_mode}.toml"), {
+
+def gemmakit_run(gk, work, model, ds, init_dir, loss_mode, precision, tag):
+    out = os.path.join(work, f"run-{tag}")
+    recipe = write_recipe(os.path.join(work, f"recipe-{tag}.toml"), {
         "model": model, "out": out, "seed": 3,
         "data.path": ds, "data.max_seq_len": MAX_SEQ_LEN, "data.loss": loss_mode, "data.shuffle": False,
         "lora.rank": RANK, "lora.alpha": ALPHA, "lora.dropout": 0.0, "lora.target_modules": TARGETS,
@@ -116,20 +120,33 @@ def one_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
         "optim.learning_rate": LR, "optim.warmup_steps": WARMUP, "optim.end_learning_rate": 0.0,
         "optim.weight_decay": WD, "optim.max_grad_norm": CLIP[loss_mode],
         "batch.micro_batch": MICRO, "batch.grad_accum": ACCUM, "batch.max_steps": STEPS,
-        "checkpoint.save_every": 0, "checkpoint.keep_last": 1,
+        "checkpoint.save_every": 0, "checkpoint.keep_last": 1, "train.precision": precision,
     })
     run(gk, ["train", "--config", recipe, "--threads", "2"], timeout=300)
-    t_gk = time.time() - t0
+    with open(os.path.join(out, "training_run.json")) as f:
+        got = json.load(f)["precision"]
+    check(got == precision, f"{tag}: training_run.json says precision {got!r}, the recipe {precision!r}")
+    return out
 
-    ref = os.path.join(work, f"oracle-{loss_mode}")
+
+def oracle_run(model, batch, init_dir, loss_mode, ref, extra=()):
     cmd = ["/usr/bin/python3", os.path.join(ORACLE_DIR, "train_ref.py"), "train", "--model", model, "--adapter",
            init_dir, "--batch", batch, "--micro-batch", str(MICRO), "--grad-accum", str(ACCUM), "--steps", str(STEPS),
            "--lr", repr(LR), "--warmup", str(WARMUP), "--end-lr", "0", "--weight-decay", repr(WD), "--out-dir", ref]
     if CLIP[loss_mode] > 0:
         cmd += ["--max-grad-norm", repr(CLIP[loss_mode])]
-    q = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    q = subprocess.run(cmd + list(extra), capture_output=True, text=True, timeout=300)
     if q.returncode != 0:
         fail(f"train_ref.py failed ({q.returncode}):\n{q.stdout}\n{q.stderr}")
+    return ref
+
+
+def one_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
+    t0 = time.time()
+    ds, batch = prepare(gk, work, model, rows_jsonl, loss_mode)
+    out = gemmakit_run(gk, work, model, ds, init_dir, loss_mode, "f32", loss_mode)
+    t_gk = time.time() - t0
+    ref = oracle_run(model, batch, init_dir, loss_mode, os.path.join(work, f"oracle-{loss_mode}"))
     print(f"[{loss_mode}] gemmakit {t_gk:.1f} s, oracle {time.time() - t0 - t_gk:.1f} s", flush=True)
 
     want = check_steps(loss_mode, out, ref, STEPS)
@@ -165,6 +182,60 @@ def one_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
           f"largest update {moved:.2e}", flush=True)
 
 
+def update_distance(a, b, init):
+    """‖(a − init) − (b − init)‖ / ‖b − init‖ over every tensor at once: how differently two runs
+    moved the adapter."""
+    d = n = 0.0
+    for k in init:
+        x0 = init[k].astype(np.float64)
+        ua, ub = a[k].astype(np.float64) - x0, b[k].astype(np.float64) - x0
+        d += float(np.sum((ua - ub) ** 2))
+        n += float(np.sum(ub ** 2))
+    return math.sqrt(d / max(n, 1e-300))
+
+
+def bf16_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
+    """train.precision "bf16" against the oracle's --bf16-products over the same 5 steps. A bf16
+    rounding is a step function, so two correct bf16 trainers that sum in different orders round
+    some activations differently, and the toy model amplifies that; the bound is therefore the
+    oracle's own spread, measured here: its bf16 run with f64 sums against its bf16 run with f32
+    sums (docs/TRAIN.md, "Precision")."""
+    ds = os.path.join(work, f"ds-{loss_mode}")  # one_mode's data set and f32 oracle run
+    batch = batch_file(ds, work)[0]
+    out = gemmakit_run(gk, work, model, ds, init_dir, loss_mode, "bf16", f"{loss_mode}-bf16")
+    ref = oracle_run(model, batch, init_dir, loss_mode, os.path.join(work, f"oracle-{loss_mode}-bf16"), ["--bf16-products"])
+    ref64 = oracle_run(model, batch, init_dir, loss_mode, os.path.join(work, f"oracle-{loss_mode}-bf16-f64"),
+                       ["--bf16-products", "--f64"])
+    ref32 = os.path.join(work, f"oracle-{loss_mode}")
+    steps = {}
+    for name, path in (("bf16", ref), ("bf16-f64", ref64), ("f32", ref32)):
+        with open(os.path.join(path, "losses.json")) as f:
+            steps[name] = json.load(f)["steps"]
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        got = [json.loads(line) for line in f if line.strip()]
+    check(len(got) == STEPS, f"{loss_mode}-bf16: {len(got)} metrics lines, want {STEPS}")
+    worst_loss, spread_loss, effect_loss = 0.0, 0.0, 0.0
+    for i, g in enumerate(got):
+        want = steps["bf16"][i]["loss"]
+        worst_loss = max(worst_loss, abs(g["loss"] - want) / want)
+        spread_loss = max(spread_loss, abs(steps["bf16-f64"][i]["loss"] - want) / want)
+        effect_loss = max(effect_loss, abs(steps["f32"][i]["loss"] - want) / want)
+    a = read_safetensors(os.path.join(out, "adapter", "adapter_model.safetensors"))
+    b = read_safetensors(os.path.join(ref, "adapter_model.safetensors"))
+    b64 = read_safetensors(os.path.join(ref64, "adapter_model.safetensors"))
+    b32 = read_safetensors(os.path.join(ref32, "adapter_model.safetensors"))
+    upd, upd_spread, upd_effect = update_distance(a, b, init), update_distance(b64, b, init), update_distance(b32, b, init)
+    print(f"[{loss_mode}-bf16] losses: gemmakit against the oracle's bf16 {worst_loss:.2e} relative (the oracle's f32 "
+          f"against f64 sums {spread_loss:.2e}, f32 products against bf16 {effect_loss:.2e}); adapter updates: "
+          f"{upd:.2e} (oracle's spread {upd_spread:.2e}, bf16 against f32 {upd_effect:.2e})", flush=True)
+    check(worst_loss < 2 * spread_loss + 1e-6, f"{loss_mode}-bf16: a step's loss is {worst_loss:.2e} from the oracle's "
+          f"bf16, more than twice the oracle's own spread {spread_loss:.2e}")
+    check(effect_loss > 1.5 * spread_loss and upd_effect > 1.5 * upd_spread,
+          f"{loss_mode}-bf16: f32 products differ from bf16 by no more than the noise: the check distinguishes nothing")
+    check(upd < 2 * upd_spread + 1e-3, f"{loss_mode}-bf16: the adapter update is {upd:.2e} from the oracle's bf16, "
+          f"more than twice the oracle's own spread {upd_spread:.2e}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gemmakit", required=True)
@@ -187,6 +258,7 @@ def main():
         init = write_init_adapter(model, init_dir)
         for mode in ("assistant", "all"):
             one_mode(gk, work, model, rows, init_dir, init, mode)
+        bf16_mode(gk, work, model, rows, init_dir, init, "assistant")
     finish("train_oracle_e2e", t0)
 
 

@@ -257,7 +257,8 @@ TEST(Recipe, ToJsonMirrorsTheTables) {
   EXPECT_EQ(j["memory"]["remat"], true);
   EXPECT_EQ(j["checkpoint"]["keep_last"], 3);
   EXPECT_EQ(j["log"]["log_every"], 1);
-  EXPECT_EQ(j.size(), 10u);  // model, out, seed + 7 tables
+  EXPECT_EQ(j["train"]["precision"], "bf16");
+  EXPECT_EQ(j.size(), 11u);  // model, out, seed + 8 tables
   EXPECT_EQ(j["optim"].size(), 8u);
   // Round trip: every leaf given back as --set reproduces the recipe.
   TrainRecipe back;
@@ -298,6 +299,7 @@ TEST(Recipe, ValidateChecksRanges) {
       {"checkpoint.save_every=-1", "checkpoint.save_every must be >= 0"},
       {"data.loss=prompt", "data.loss must be \"assistant\" or \"all\", got \"prompt\""},
       {"data.batching=bucketed", "data.batching must be \"padded\" or \"packed\""},
+      {"train.precision=fp16", "train.precision must be \"bf16\" or \"f32\", got \"fp16\""},
       {"model=", "model:"},
       {"data=", "data.path:"},
       {"out=", "out:"},

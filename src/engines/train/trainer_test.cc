@@ -88,9 +88,13 @@ std::vector<double> MetricsLosses(const std::string& out) {
   return losses;
 }
 
-TEST(Trainer, OverfitsEightRows) {
-  RunSetup s = MakeSetup("overfit");
+// In both precisions: bf16 (the default) must still converge.
+class TrainerOverfit : public testing::TestWithParam<const char*> {};
+
+TEST_P(TrainerOverfit, OverfitsEightRows) {
+  RunSetup s = MakeSetup(std::string("overfit_") + GetParam());
   TrainRecipe r = Recipe(s);
+  r.precision = GetParam();
   r.dropout = 0;
   r.max_steps = 80;
   r.save_every = 0;
@@ -106,6 +110,24 @@ TEST(Trainer, OverfitsEightRows) {
   EXPECT_GT(run["parameters"]["trainable"].template get<int64_t>(), 0);
   EXPECT_LT(run["parameters"]["trainable"].template get<int64_t>(), run["parameters"]["total"].template get<int64_t>());
   EXPECT_EQ(run["dataset"]["rows"], 8);
+  EXPECT_EQ(run["precision"], GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainerOverfit, testing::Values("bf16", "f32"));
+
+TEST(Trainer, ResumeUnderAnotherPrecisionIsRefusedNamingTheKey) {
+  RunSetup s = MakeSetup("precision_resume");
+  TrainRecipe r = Recipe(s);
+  r.precision = "f32";
+  r.max_steps = 4;
+  ASSERT_EQ(RunToEnd(r, false).size(), 4u);
+  r.precision = "bf16";
+  r.max_steps = 8;
+  ThreadPool pool(1);
+  auto refused = Trainer::Create(r, r.data, &pool, true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("train.precision (\"f32\" in the checkpoint, \"bf16\" now)"), std::string::npos)
+      << refused.message();
 }
 
 TEST(Trainer, StoppedAndResumedRunLogsTheSameLosses) {
