@@ -1,6 +1,7 @@
 #include "kernels/gemm_bf16.h"
 
 #include <dnnl.hpp>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <cstdio>
@@ -69,11 +70,21 @@ std::vector<uint16_t>& Scratch(size_t n) {
   return s;
 }
 
+// 32 values per vcvtne2ps2bf16 (round to nearest even, as F32ToBf16; only reached where the CPU
+// has AVX-512 BF16): a scalar loop took 0.2 s of a 2.8 s step at 270M.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void RoundRange(const float* x, int64_t b, int64_t e,
+                                                                        uint16_t* out) {
+  int64_t i = b;
+  for (; i + 32 <= e; i += 32) {
+    const __m512 lo = _mm512_loadu_ps(x + i), hi = _mm512_loadu_ps(x + i + 16);
+    _mm512_storeu_si512(out + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  }
+  for (; i < e; ++i) out[i] = F32ToBf16(x[i]);
+}
+
 const uint16_t* Rounded(const float* x, int64_t n, ThreadPool& pool) {
   uint16_t* out = Scratch(size_t(n)).data();
-  pool.ParallelFor(n, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) out[i] = F32ToBf16(x[i]);
-  });
+  pool.ParallelFor(n, [&](int64_t b, int64_t e, int) { RoundRange(x, b, e, out); });
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "tensor/thread_pool.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 
@@ -58,6 +59,20 @@ void ThreadPool::Dispatch(int64_t n, int64_t chunk, const RangeFn& fn) {
   const int64_t chunks = (n + chunk - 1) / chunk;
   if (num_threads_ == 1 || chunks == 1) {
     fn(0, n, 0);
+    return;
+  }
+  if (openmp_) {
+    // The same chunks, claimed from a counter by the team's threads (a descheduled thread's
+    // chunks are taken by the others, as below).
+    std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(num_threads_)
+    {
+      const int thread = omp_get_thread_num();
+      for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
+           c = next.fetch_add(1, std::memory_order_relaxed)) {
+        fn(c * chunk, std::min(n, (c + 1) * chunk), thread);
+      }
+    }
     return;
   }
   const uint64_t g = generation_.load(std::memory_order_relaxed) + 1;

@@ -28,6 +28,13 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return num_threads_; }
+  // OpenMP mode: loops run on this thread's OpenMP team (num_threads = size()) instead of the
+  // pool's own workers, which then sleep. For callers that alternate these loops with oneDNN
+  // (OpenMP) products on every core, as the trainer does: with two teams each one's idle
+  // threads spin while the other's work, and on a machine with as many threads as cores they
+  // take the cores from it (docs/PERF.md). Set from the loop-calling thread between loops.
+  void SetOpenMp(bool on) { openmp_ = on; }
+  bool openmp() const { return openmp_; }
   // Calls fn(i) for i in [0, size()), spread over the threads (one each when all are running).
   void Run(const std::function<void(int)>& fn);
   // Splits [0, n) into a few contiguous chunks per thread: fn(begin, end, thread_index).
@@ -54,6 +61,7 @@ class ThreadPool {
   Job jobs_[2];  // job g lives in slot g % 2, so a late worker never sees a half-written job
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
+  bool openmp_ = false;
 };
 
 }  // namespace gk

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "dist/communicator.h"
 #include "kernels/gemm.h"
@@ -64,6 +65,27 @@ TrainingModel::TrainingModel(const ModelConfig& c, ModelWeights weights, LoraAda
 }
 
 TrainingModel::~TrainingModel() = default;
+
+namespace {
+
+// The model's loops on the OpenMP team that runs its products (thread_pool.h says why), for
+// the duration of a pass; where the products run on OpenBLAS's threads the pool's own workers
+// stay. Measured at 270M, seq 512, 2 threads: bf16 196 -> 247 tokens/s, f32 127 -> 148.
+class LoopsOnProductThreads {
+ public:
+  explicit LoopsOnProductThreads(ThreadPool* pool) : pool_(pool), was_(pool->openmp()) {
+    pool_->SetOpenMp(std::string_view(SgemmLibrary(pool_->size())) == "oneDNN");
+  }
+  ~LoopsOnProductThreads() { pool_->SetOpenMp(was_); }
+  LoopsOnProductThreads(const LoopsOnProductThreads&) = delete;
+  LoopsOnProductThreads& operator=(const LoopsOnProductThreads&) = delete;
+
+ private:
+  ThreadPool* pool_;
+  bool was_;
+};
+
+}  // namespace
 
 Status TrainingModel::Prepare(std::span<const TrainRowView> rows, bool backward) {
   // The sgemm library threads its own products here; the inference engine's prefill route sets
@@ -131,6 +153,7 @@ void TrainingModel::Embed() {
 
 Status TrainingModel::ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t dropout_key,
                                       MicroBatchStats* stats) {
+  LoopsOnProductThreads loops(pool_);
   GK_RETURN_IF_ERROR(Prepare(rows, true));
   dropout_key_ = dropout_key;
   dropout_on_ = adapter_ && adapter_->options().dropout > 0;
@@ -174,6 +197,7 @@ void TrainingModel::ForwardOnly() {
 }
 
 Status TrainingModel::Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats) {
+  LoopsOnProductThreads loops(pool_);
   GK_RETURN_IF_ERROR(Prepare(rows, false));
   ForwardOnly();
   MicroBatchStats mb;
@@ -200,6 +224,7 @@ uint64_t TrainingModel::DropIndex(LoraTarget t, int64_t i, int64_t in) const {
 
 Status TrainingModel::Logits(std::span<const int32_t> tokens, float* logits) {
   if (options_.tp.active()) return Status::Error("training: Logits of a tensor-parallel share are not gathered");
+  LoopsOnProductThreads loops(pool_);
   std::vector<uint8_t> mask(tokens.size(), 0);
   const TrainRowView row{tokens, mask};
   GK_RETURN_IF_ERROR(Prepare({&row, 1}, false));
