@@ -39,8 +39,9 @@ Result<nlohmann::json> RunTorchAnchor(const TorchAnchorOptions& a, const TrainBe
                                           "pass --torch-script PATH)"));
   }
   if (access(a.python.c_str(), X_OK) != 0) return Status::Error(StrCat(a.python, ": no such Python"));
+  GK_ASSIGN_OR_RETURN(const std::vector<std::string> names, LoraTargetNames(o.targets));  // q -> q_proj
   std::string targets;
-  for (const std::string& t : o.targets) targets += (targets.empty() ? "" : ",") + t;
+  for (const std::string& t : names) targets += (targets.empty() ? "" : ",") + t;
   const std::string cmd =
       StrCat(ShellQuoted(a.python), " ", ShellQuoted(a.script), " --model ", ShellQuoted(o.model_dir), " --seq-len ",
              o.seq_len, " --rank ", o.rank, " --alpha ", o.alpha, " --targets ", ShellQuoted(targets), " --steps ",
@@ -76,7 +77,9 @@ Result<TorchComparison> CompareWithTorch(const TrainBenchOptions& o, const Torch
     c.gemmakit_tokens_per_s.push_back(c.last.runs.front().tokens_per_s);
     std::fprintf(stderr, "alternation %d: gemmakit %.1f tokens/s", i + 1, c.gemmakit_tokens_per_s.back());
     for (auto& [dtype, tps] : c.torch_tokens_per_s) {
-      GK_ASSIGN_OR_RETURN(nlohmann::json j, RunTorchAnchor(a, o, dtype));
+      auto run = RunTorchAnchor(a, o, dtype);
+      if (!run.ok()) std::fprintf(stderr, "\n");
+      GK_ASSIGN_OR_RETURN(nlohmann::json j, std::move(run));
       tps.push_back(j["tokens_per_s"].get<double>());
       std::fprintf(stderr, ", torch %s %.1f", dtype.c_str(), tps.back());
       c.torch_runs.push_back(std::move(j));
