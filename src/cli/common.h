@@ -28,7 +28,8 @@ std::string DefaultTokenizerDir();
 Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir);
 // StopIds (the ids that end a generation) lives in engines/generate/stop_ids.h.
 // The engine flags every model-running command takes: --threads, --quantize none|q8_0 and
-// --bf16-activations split|round. Apply() after parsing sets the process-wide kernel mode.
+// --bf16-activations split|round. Apply() after parsing sets the process-wide kernel mode:
+// the flag's, else $GEMMAKIT_BF16_ACTIVATIONS's, else round.
 struct EngineFlags {
   int threads = 0;
   std::string quantize = "none";

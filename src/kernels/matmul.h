@@ -46,10 +46,11 @@ void MatMulRowsAvx2(const MatrixView& w, const float* x, int64_t T, float* y, in
 void MatMulRowsAvx512(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1);
 
 // How activations meet packed bf16 weights in the dot-product kernels:
-//   kSplit  x = hi + lo, two bf16 each, both multiplied: f32-accurate products (the default;
-//           what the PyTorch oracle's tolerance needs), twice the dot-product instructions
+//   kSplit  x = hi + lo, two bf16 each, both multiplied: f32-accurate products (the library's
+//           default; what the PyTorch oracle's tolerance needs), twice the dot-product instructions
 //   kRound  x rounded to one bf16, as a bf16 PyTorch or vLLM model computes: half the
-//           instructions, ~2^-9 relative rounding per activation
+//           instructions, ~2^-9 relative rounding per activation (the commands' default,
+//           cli/common.h's EngineFlags)
 // Decode is bound by reading the weights, so the split costs it nothing measurable; prefill
 // is bound by the instructions. GEMMAKIT_BF16_ACTIVATIONS=round|split sets the default.
 enum class Bf16Activations { kSplit, kRound };

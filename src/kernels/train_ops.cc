@@ -60,6 +60,13 @@ double SumExpMinus(const float* z, int64_t n, float m) {
   return s;
 }
 
+double SumExpMinusAndGradRow(float* z, int64_t n, float m, float cap) {
+  if (ActiveIsa() != Isa::kScalar) return SumExpMinusAndGradRowAvx2(z, n, m, cap);
+  const double s = SumExpMinus(z, n, m);
+  CrossEntropyGradRow(z, n, m, -1, cap, 1.f);
+  return s;
+}
+
 void CrossEntropyGradRow(float* z, int64_t n, float lse, int64_t target, float cap, float scale) {
   if (ActiveIsa() != Isa::kScalar) return CrossEntropyGradRowAvx2(z, n, lse, target, cap, scale);
   for (int64_t j = 0; j < n; ++j) {

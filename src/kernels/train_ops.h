@@ -26,7 +26,12 @@ double SumExpMinus(const float* z, int64_t n, float m);
 // logits: z_j ← scale·(exp(z_j − lse) − [j = target])·(1 − (z_j/cap)²) (cap 0: no cap factor).
 // target outside [0, n) is in another chunk of the vocabulary.
 void CrossEntropyGradRow(float* z, int64_t n, float lse, int64_t target, float cap, float scale);
+// SumExpMinus and CrossEntropyGradRow(z, n, m, -1, cap, 1) in one pass (one exp per logit
+// instead of two): returns Σ exp(z − m), z_j ← exp(z_j − m)·(1 − (z_j/cap)²). The same numbers
+// as the two calls.
+double SumExpMinusAndGradRow(float* z, int64_t n, float m, float cap);
 double SumExpMinusAvx2(const float* z, int64_t n, float m);
+double SumExpMinusAndGradRowAvx2(float* z, int64_t n, float m, float cap);
 void CrossEntropyGradRowAvx2(float* z, int64_t n, float lse, int64_t target, float cap, float scale);
 int64_t GeluTanhMulBackwardAvx2(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,
                                 float* dup);  // elements done

@@ -28,6 +28,7 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--dump-logits")
     ap.add_argument("--chunk", type=int, default=0)
+    ap.add_argument("--bf16-activations", default="split")
     a = ap.parse_args()
     if a.command != "logprobs":
         print(f"error: unknown command {a.command}", file=sys.stderr)

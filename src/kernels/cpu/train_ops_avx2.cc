@@ -30,6 +30,28 @@ GK_AVX2 double SumExpMinusAvx2(const float* z, int64_t n, float m) {
   return s;
 }
 
+// SumExpMinusAvx2's sums (two accumulators over 16 logits a step) and CrossEntropyGradRowAvx2's
+// values with lse = m, scale 1, no target, from one exp per logit.
+GK_AVX2 double SumExpMinusAndGradRowAvx2(float* z, int64_t n, float m, float cap) {
+  const __m256 mv = _mm256_set1_ps(m), one = _mm256_set1_ps(1.f);
+  const __m256 inv = _mm256_set1_ps(cap > 0.f ? 1.f / cap : 0.f);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 v0 = _mm256_loadu_ps(z + i), v1 = _mm256_loadu_ps(z + i + 8);
+    const __m256 e0 = avx2::Exp(_mm256_sub_ps(v0, mv)), e1 = avx2::Exp(_mm256_sub_ps(v1, mv));
+    acc0 = _mm256_add_ps(acc0, e0);
+    acc1 = _mm256_add_ps(acc1, e1);
+    const __m256 t0 = _mm256_mul_ps(v0, inv), t1 = _mm256_mul_ps(v1, inv);
+    _mm256_storeu_ps(z + i, _mm256_mul_ps(e0, _mm256_fnmadd_ps(t0, t0, one)));
+    _mm256_storeu_ps(z + i + 8, _mm256_mul_ps(e1, _mm256_fnmadd_ps(t1, t1, one)));
+  }
+  double s = double(avx2::HorizontalSum(_mm256_add_ps(acc0, acc1)));
+  for (int64_t j = i; j < n; ++j) s += std::exp(double(z[j] - m));
+  CrossEntropyGradRowAvx2(z + i, n - i, m, -1, cap, 1.f);  // the tail: as the two calls
+  return s;
+}
+
 GK_AVX2 void CrossEntropyGradRowAvx2(float* z, int64_t n, float lse, int64_t target, float cap, float scale) {
   const float zt = target >= 0 && target < n ? z[target] : 0.f;
   const __m256 l = _mm256_set1_ps(lse), sc = _mm256_set1_ps(scale), one = _mm256_set1_ps(1.f);

@@ -315,15 +315,13 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
         const float cm = RowMaxArg(z, vc, &ca);
         if (cm > best[size_t(r)]) best[size_t(r)] = cm, arg[size_t(r)] = v_begin + v0 + ca;
         const float old = m[size_t(r)], nm = std::max(old, cm);
-        const double acc = SumExpMinus(z, vc, nm);
-        sum[size_t(r)] = float(double(sum[size_t(r)]) * std::exp(double(old - nm)) + acc);
-        m[size_t(r)] = nm;
         const int64_t tg = s.loss_targets[size_t(r)] - v_begin;
         if (tg >= v0 && tg < v0 + vc) z_target[size_t(r)] = z[tg - v0];
-        if (one_pass) {
-          if (old < nm) Scale(s.dh.data() + r * D, D, std::exp(old - nm));  // exp(−inf) = 0 at the first chunk
-          CrossEntropyGradRow(z, vc, nm, -1, cap, 1.f);  // z ← exp(z − nm)·(1 − (z/cap)²)
-        }
+        // One pass: z ← exp(z − nm)·(1 − (z/cap)²) while summing exp(z − nm).
+        const double acc = one_pass ? SumExpMinusAndGradRow(z, vc, nm, cap) : SumExpMinus(z, vc, nm);
+        sum[size_t(r)] = float(double(sum[size_t(r)]) * std::exp(double(old - nm)) + acc);
+        m[size_t(r)] = nm;
+        if (one_pass && old < nm) Scale(s.dh.data() + r * D, D, std::exp(old - nm));  // exp(−inf) = 0 at the first chunk
       }
     });
     if (one_pass && bf16_head) {
