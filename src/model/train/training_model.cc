@@ -13,6 +13,7 @@
 #include "kernels/train_ops.h"
 #include "model/decoder_constants.h"
 #include "model/train/training_buffers.h"
+#include "util/clock.h"
 
 namespace gk {
 
@@ -159,6 +160,7 @@ Status TrainingModel::ForwardBackward(std::span<const TrainRowView> rows, float 
   dropout_on_ = adapter_ && adapter_->options().dropout > 0;
   const int L = config_.num_layers;
   const int64_t D = config_.hidden_size;
+  const double t0 = NowSeconds();
   Embed();
   for (int l = 0; l < L; ++l) {
     LayerActs& a = options_.remat ? *work_ : acts_[size_t(l)];
@@ -171,13 +173,16 @@ Status TrainingModel::ForwardBackward(std::span<const TrainRowView> rows, float 
   float* dx = s_->dx.data();
   std::fill(dx, dx + T_ * D, 0.f);
   MicroBatchStats mb;
+  const double t1 = NowSeconds();
   LossHead(s_->layer_inputs[size_t(L)].data(), loss_scale, true, &mb, dx);
+  const double t2 = NowSeconds();
   for (int l = L - 1; l >= 0; --l) {
     LayerActs& a = options_.remat ? *work_ : acts_[size_t(l)];
     if (options_.remat) LayerForward(l, s_->layer_inputs[size_t(l)].data(), a, s_->x_tmp.data(), dropout_on_);
     LayerBackward(l, a, dx);
   }
   if (full_) EmbeddingBackward(dx);
+  pass_seconds_ = {t1 - t0, t2 - t1, NowSeconds() - t2};
   mb.tokens = T_;
   if (stats) {
     stats->loss_sum += mb.loss_sum;

@@ -104,6 +104,13 @@ class TrainingModel {
   FullParams* full_params() { return full_.get(); }
   // Bytes of activations kept for the backward pass by the last ForwardBackward.
   int64_t activation_bytes() const { return activation_bytes_; }
+  // Where the last ForwardBackward's time went (bench train prints it): the layers' forward
+  // passes, the loss head (forward and backward), the layers' backward passes (with remat's
+  // recomputed forward passes).
+  struct PassSeconds {
+    double forward = 0, loss_head = 0, backward = 0;
+  };
+  const PassSeconds& pass_seconds() const { return pass_seconds_; }
   // The precision the products run in (f32 for full fine-tuning whatever the options said).
   TrainPrecision precision() const {
     return full_ ? TrainPrecision::kF32 : options_.precision;
@@ -183,6 +190,7 @@ class TrainingModel {
   std::unique_ptr<LayerActs> work_;  // sized for the largest layer: remat and forward-only passes
   std::unique_ptr<Scratch> s_;
   int64_t activation_bytes_ = 0;
+  PassSeconds pass_seconds_;
 };
 
 }  // namespace gk

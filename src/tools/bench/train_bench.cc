@@ -182,7 +182,13 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
     if (comm) GK_RETURN_IF_ERROR(dist::AllReduceSumAll(*comm, grads, &flat));  // as the trainer
     if (tp.active()) GK_RETURN_IF_ERROR(ReduceLoraGradsOverTp(adapter, c, tp));
     const double dt = NowSeconds() - s0;
-    if (s > 0) run.step_seconds.push_back(dt);
+    if (s > 0) {
+      run.step_seconds.push_back(dt);
+      const TrainingModel::PassSeconds& p = model->pass_seconds();
+      run.forward_s += p.forward / o.steps;
+      run.loss_head_s += p.loss_head / o.steps;
+      run.backward_s += p.backward / o.steps;
+    }
     if (tp.active()) meta->tp_bytes_per_step = tp.comm->bytes_communicated() - bytes0;
     run.loss = st.targets > 0 ? st.loss_sum / double(st.targets) : 0;
   }
@@ -333,6 +339,8 @@ std::string FormatTrainBench(const TrainBenchResult& r) {
     line("[remat %s]\n", run.remat ? "on" : "off");
     line("  time      step mean %.3f s (median %.3f, best %.3f) = %.1f tokens/s, loss %.4f\n", run.mean_step_s,
          run.median_step_s, run.min_step_s, run.tokens_per_s, run.loss);
+    line("  passes    layers forward %.3f s, loss head %.3f s, layers backward %.3f s%s\n", run.forward_s,
+         run.loss_head_s, run.backward_s, run.remat ? " (with the recomputed forward passes)" : "");
     line("  useful    %.1f GFLOP/step = frozen 4*P*T %.1f + LoRA 6*Pl*T %.2f + attention 14*N*H*pairs %.2f\n",
          f.useful / 1e9, f.frozen_useful / 1e9, f.lora_useful / 1e9, f.attention_useful / 1e9);
     line("            %.1f GFLOP/s = %.2f of the fp32 FMA peak", run.useful_gflops, run.useful_ratio);
@@ -369,6 +377,8 @@ nlohmann::json TrainBenchToJson(const TrainBenchResult& r) {
                     {"mean_step_s", run.mean_step_s},
                     {"median_step_s", run.median_step_s},
                     {"min_step_s", run.min_step_s},
+                    {"pass_seconds", {{"forward", run.forward_s}, {"loss_head", run.loss_head_s},
+                                      {"backward", run.backward_s}}},
                     {"tokens_per_s", run.tokens_per_s},
                     {"loss", run.loss},
                     {"activation_bytes", run.activation_bytes},

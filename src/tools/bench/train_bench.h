@@ -103,6 +103,8 @@ struct TrainBenchRun {
   double useful_gflops = 0, executed_gflops = 0;  // per second, at the mean step time
   double useful_ratio = 0, executed_ratio = 0;    // ÷ the fp32 FMA peak
   double useful_ratio_bf16 = 0;                   // ÷ the bf16 dot-product peak (0 without one)
+  // Means over the timed steps of where the step went (TrainingModel::PassSeconds).
+  double forward_s = 0, loss_head_s = 0, backward_s = 0;
 };
 
 struct TrainBenchResult {
