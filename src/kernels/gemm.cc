@@ -61,6 +61,17 @@ void Sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
               blasint(ldc));
 }
 
+void SgemmOneThread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  omp_set_num_threads(1);  // inside a parallel region a nested team has one thread anyway
+  if (dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) ==
+      dnnl_success) {
+    return;
+  }
+  Sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);  // oneDNN refused the arguments
+}
+
 const char* SgemmLibrary(int threads) { return UseOnednn(threads) ? "oneDNN" : "OpenBLAS"; }
 
 void ForceSgemmLibrary(int library) { g_forced_library.store(library < 0 ? -1 : library > 0 ? 1 : 0); }

@@ -27,6 +27,11 @@ void WeightMatMul(const MatrixView& w, const float* x, int64_t T, float* y, bool
 // WeightMatMul.
 void WeightMatMulT(const MatrixView& w, const float* dy, int64_t T, float* dx, bool accumulate, ThreadPool& pool);
 
+// Sgemm on the calling thread alone (oneDNN's sgemm with a team of one), for many small
+// products run side by side from inside ThreadPool loops (the trainer's attention heads).
+void SgemmOneThread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 // Rows [r0, r1) of y = x·Wᵀ (y row stride w.rows) on the calling thread, through a
 // single-threaded sgemm per widened panel. MatMul's prefill route calls it from every pool
 // thread on distinct row ranges, so both cores stream their own rows of W and OpenBLAS's own

@@ -113,8 +113,9 @@ struct TrainingModel::Scratch {
   std::vector<float> drop;     // (T, max in) dropout-masked LoRA input
   std::vector<float> du;       // (T, r)
   std::vector<float> lora_dx;  // (T, max in) LoRA input gradient before the dropout mask
-  std::vector<float> scores, probs, dprobs;  // attention blocks (bq, T)
-  std::vector<float> delta;    // (T) rowsum(dO · O) of one head
+  std::vector<float> scores, probs, dprobs;  // attention blocks (bq, T), one per pool thread
+  std::vector<float> delta;    // (T) rowsum(dO · O) of one head, one per pool thread
+  std::vector<float> dk_parts, dv_parts;  // (tasks, T, H) the backward tasks' dK/dV (training_attention.cc)
   // KV sharing: per layer that shared layers read, its K and V (after norm and RoPE) and the
   // gradient the shared layers send back to them; empty for other layers.
   std::vector<std::vector<float>> shared_k, shared_v, shared_dk, shared_dv;
