@@ -44,6 +44,7 @@ void GeluTanhMulBackward(const float* gate, const float* up, const float* dout, 
 }
 
 float RowMaxArg(const float* z, int64_t n, int64_t* arg) {
+  if (ActiveIsa() != Isa::kScalar && n >= 16 && n < (int64_t(1) << 31)) return RowMaxArgAvx2(z, n, arg);
   float m = z[0];
   int64_t a = 0;
   for (int64_t j = 1; j < n; ++j) {

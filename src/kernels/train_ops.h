@@ -31,6 +31,7 @@ void CrossEntropyGradRow(float* z, int64_t n, float lse, int64_t target, float c
 // as the two calls.
 double SumExpMinusAndGradRow(float* z, int64_t n, float m, float cap);
 double SumExpMinusAvx2(const float* z, int64_t n, float m);
+float RowMaxArgAvx2(const float* z, int64_t n, int64_t* arg);
 double SumExpMinusAndGradRowAvx2(float* z, int64_t n, float m, float cap);
 void CrossEntropyGradRowAvx2(float* z, int64_t n, float lse, int64_t target, float cap, float scale);
 int64_t GeluTanhMulBackwardAvx2(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,

@@ -128,6 +128,29 @@ TEST(TrainOps, FusedExpSumAndGradRowEqualsTheTwoCalls) {
   SetActiveIsa(BestSupportedIsa());
 }
 
+// The vector argmax gives the scalar loop's first largest value and index, ties included.
+TEST(TrainOps, RowMaxArgIsTheFirstLargestOnEveryIsa) {
+  for (int n : {1, 7, 8, 9, 16, 17, 100, 1003}) {
+    for (int ties = 0; ties < 2; ++ties) {
+      auto z = Random(n, 3 + n, 5.f);
+      if (ties) {
+        for (float& v : z) v = std::round(v);  // many equal values, the largest repeated
+      }
+      int64_t want = 0;
+      for (int j = 1; j < n; ++j) {
+        if (z[size_t(j)] > z[size_t(want)]) want = j;
+      }
+      for (Isa isa : {Isa::kScalar, BestSupportedIsa()}) {
+        SetActiveIsa(isa);
+        int64_t arg = -1;
+        EXPECT_EQ(RowMaxArg(z.data(), n, &arg), z[size_t(want)]) << n;
+        EXPECT_EQ(arg, want) << "n " << n << " ties " << ties;
+      }
+    }
+  }
+  SetActiveIsa(BestSupportedIsa());
+}
+
 TEST(TrainOps, CounterUniformIsUniformAndDeterministic) {
   double sum = 0;
   int below_tenth = 0;

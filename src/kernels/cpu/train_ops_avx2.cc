@@ -30,6 +30,36 @@ GK_AVX2 double SumExpMinusAvx2(const float* z, int64_t n, float m) {
   return s;
 }
 
+// Per lane the first of its largest values and its index (strictly greater replaces), then the
+// smallest index among the lanes holding the largest: the scalar loop's first argmax. n ≥ 8.
+GK_AVX2 float RowMaxArgAvx2(const float* z, int64_t n, int64_t* arg) {
+  __m256 best = _mm256_loadu_ps(z);
+  __m256i best_i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), idx = best_i;
+  const __m256i eight = _mm256_set1_epi32(8);
+  int64_t i = 8;
+  for (; i + 8 <= n; i += 8) {
+    idx = _mm256_add_epi32(idx, eight);
+    const __m256 v = _mm256_loadu_ps(z + i);
+    const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+    best = _mm256_blendv_ps(best, v, gt);
+    best_i = _mm256_blendv_epi8(best_i, idx, _mm256_castps_si256(gt));
+  }
+  alignas(32) float bv[8];
+  alignas(32) int32_t bi[8];
+  _mm256_store_ps(bv, best);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bi), best_i);
+  float m = bv[0];
+  int64_t a = bi[0];
+  for (int k = 1; k < 8; ++k) {
+    if (bv[k] > m || (bv[k] == m && bi[k] < a)) m = bv[k], a = bi[k];
+  }
+  for (; i < n; ++i) {
+    if (z[i] > m) m = z[i], a = i;
+  }
+  *arg = a;
+  return m;
+}
+
 // SumExpMinusAvx2's sums (two accumulators over 16 logits a step) and CrossEntropyGradRowAvx2's
 // values with lse = m, scale 1, no target, from one exp per logit.
 GK_AVX2 double SumExpMinusAndGradRowAvx2(float* z, int64_t n, float m, float cap) {

@@ -116,6 +116,9 @@ struct TrainingModel::Scratch {
   std::vector<float> scores, probs, dprobs;  // attention blocks (bq, T), one per pool thread
   std::vector<float> delta;    // (T) rowsum(dO · O) of one head, one per pool thread
   std::vector<float> dk_parts, dv_parts;  // (tasks, T, H) the backward tasks' dK/dV (training_attention.cc)
+  // RoPE cos|sin of every token of the micro-batch, (T, H), per distinct frequency table (a
+  // layer type's): TrainingModel::RopeTable, rebuilt by each micro-batch.
+  std::vector<std::pair<const float*, std::vector<float>>> rope_tables;
   // KV sharing: per layer that shared layers read, its K and V (after norm and RoPE) and the
   // gradient the shared layers send back to them; empty for other layers.
   std::vector<std::vector<float>> shared_k, shared_v, shared_dk, shared_dv;

@@ -90,7 +90,6 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
   const int64_t T = T_, D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l);
   const int64_t F = c.MlpWidth(l);
   const float eps = c.rms_norm_eps;
-  const float* inv_freq = rope_.InvFreq(l);
   const bool own_kv = !c.IsKvShared(l);  // a KV-shared layer projects only Q
   RmsNormRows(x_in, lw.input_norm.data(), T, D, eps, a.xn.data());
   Linear(l, LoraTarget::kQ, lw.q, a.xn.data(), a.q_raw.data(), a.u[int(LoraTarget::kQ)].data(), dropout);
@@ -103,13 +102,14 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
     }
   }
   const bool v_norm = c.arch == Arch::kGemma4;
-  // RoPE on all of a token's q (then k) heads at once: its angles once, not once per head.
+  // RoPE on all of a token's q and k heads from the micro-batch's table: the angles once.
+  const float* rope = RopeTable(l);
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
       for (int64_t n = 0; n < N; ++n) {
         RmsNorm(a.q_raw.data() + (t * N + n) * H, lw.q_norm.data(), H, eps, a.q.data() + (t * N + n) * H);
       }
-      ApplyRopeHeads(a.q.data() + t * N * H, N, H, inv_freq, pos_[size_t(t)]);
+      ApplyRopeCosSin(a.q.data() + t * N * H, N, H, rope + t * H);
       if (!own_kv) continue;
       for (int64_t h = 0; h < K; ++h) {
         const int64_t o = (t * K + h) * H;
@@ -117,7 +117,7 @@ void TrainingModel::LayerForward(int l, const float* x_in, LayerActs& a, float* 
         if (v_norm) RmsNorm(a.v_raw.data() + o, nullptr, H, eps, a.v.data() + o);
         else std::memcpy(a.v.data() + o, a.v_raw.data() + o, sizeof(float) * size_t(H));
       }
-      ApplyRopeHeads(a.k.data() + t * K * H, K, H, inv_freq, pos_[size_t(t)]);
+      ApplyRopeCosSin(a.k.data() + t * K * H, K, H, rope + t * H);
     }
   });
   Scratch& s = *s_;
@@ -158,7 +158,6 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   const int64_t T = T_, D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l);
   const int64_t F = c.MlpWidth(l);
   const float eps = c.rms_norm_eps;
-  const float* inv_freq = rope_.InvFreq(l);
   const float* x_in = s_->layer_inputs[size_t(l)].data();
   const bool own_kv = !c.IsKvShared(l);
   const int src = c.KvSourceLayer(l);
@@ -220,9 +219,20 @@ void TrainingModel::LayerBackward(int l, const LayerActs& a, float* dx) {
   // Undo RoPE (the inverse rotation) and the q/k/v norms (full fine-tuning: the q/k norms'
   // weight gradients in between, from the gradients of the norms' outputs).
   const bool v_norm = c.arch == Arch::kGemma4;
+  const float* rope = RopeTable(l);
   rows([&](int64_t t) {
-    ApplyRopeHeads(s.dq.data() + t * N * H, N, H, inv_freq, -pos_[size_t(t)]);
-    if (own_kv) ApplyRopeHeads(s.dk.data() + t * K * H, K, H, inv_freq, -pos_[size_t(t)]);
+    // The rotation by −θ: cos(−θ) = cos θ, sin(−θ) = −sin θ (exactly, as libm computes them).
+    float inverse[1024];  // every Gemma head dim (≤ 512) on the stack
+    const float* cs = rope + t * H;
+    std::vector<float> heap;
+    float* inv = inverse;
+    if (H > 1024) {
+      heap.resize(size_t(H));
+      inv = heap.data();
+    }
+    for (int64_t i = 0; i < H / 2; ++i) inv[i] = cs[i], inv[H / 2 + i] = -cs[H / 2 + i];
+    ApplyRopeCosSin(s.dq.data() + t * N * H, N, H, inv);
+    if (own_kv) ApplyRopeCosSin(s.dk.data() + t * K * H, K, H, inv);
   });
   AddNormGrad(lw.q_norm, a.q_raw.data(), s.dq.data(), T * N, H);
   if (own_kv) AddNormGrad(lw.k_norm, a.k_raw.data(), s.dk.data(), T * K, H);

@@ -67,6 +67,20 @@ TrainingModel::TrainingModel(const ModelConfig& c, ModelWeights weights, LoraAda
 
 TrainingModel::~TrainingModel() = default;
 
+const float* TrainingModel::RopeTable(int l) {
+  const float* inv_freq = rope_.InvFreq(l);
+  for (const auto& [freq, table] : s_->rope_tables) {
+    if (freq == inv_freq) return table.data();
+  }
+  const int64_t H = config_.HeadDim(l);
+  std::vector<float> table(size_t(T_ * H));
+  pool_->ParallelFor(T_, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) RopeCosSin(inv_freq, H / 2, pos_[size_t(t)], table.data() + t * H);
+  });
+  s_->rope_tables.emplace_back(inv_freq, std::move(table));
+  return s_->rope_tables.back().second.data();
+}
+
 namespace {
 
 // The model's loops on the OpenMP team that runs its products (thread_pool.h says why), for
@@ -107,6 +121,7 @@ Status TrainingModel::Prepare(std::span<const TrainRowView> rows, bool backward)
   tokens_.clear();
   mask_.clear();
   pos_.clear();
+  s_->rope_tables.clear();
   row_start_.clear();
   for (const TrainRowView& r : rows) {
     row_start_.push_back(int64_t(tokens_.size()));

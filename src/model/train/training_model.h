@@ -149,6 +149,9 @@ class TrainingModel {
   void LinearBackward(int l, LoraTarget t, const MatrixView& w, const float* x, const float* u, const float* dy,
                       float* dx, bool accumulate);
   const float* DropoutInput(int l, LoraTarget t, const float* x, int64_t in, float* buf) const;
+  // Layer l's RoPE cos|sin per token ((T, head dim): RopeCosSin at the token's position),
+  // computed once per micro-batch and frequency table.
+  const float* RopeTable(int l);
   void LossHead(const float* x_final, float loss_scale, bool backward, MicroBatchStats* stats, float* dx);
   // Tensor parallelism: x ← Σ over the group (partial products of row-parallel matrices, partial
   // input gradients of column-parallel ones); a no-op in one process.
