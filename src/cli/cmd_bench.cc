@@ -7,6 +7,7 @@
 //                      [--threads N] [--json] [--targets q,k,v,o,gate,up,down] [--tp N (under mpirun -np N)]
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
@@ -84,6 +85,12 @@ int RunBench(int argc, char** argv) {
   if (train->parsed()) {
     to.targets = SplitCommas(targets);
     if (compare_torch) {
+      // The default script is the source tree's: from the working directory, else beside the
+      // build directory holding this binary (build/gemmakit -> bench/).
+      if (!train->get_option("--torch-script")->count() && !std::filesystem::exists(torch.script)) {
+        const std::string beside = ExecutableDir() + "/../bench/train_torch_eager.py";
+        if (std::filesystem::exists(beside)) torch.script = beside;
+      }
       torch.dtypes = SplitCommas(torch_dtypes);
       for (const std::string& d : torch.dtypes) {
         if (d != "bf16" && d != "fp32") return Fail(Status::Error(StrCat("--torch-dtypes: unknown dtype \"", d, "\"")));

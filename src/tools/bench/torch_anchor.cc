@@ -33,12 +33,17 @@ std::string LastLine(const std::string& s) {
 
 }  // namespace
 
-Result<nlohmann::json> RunTorchAnchor(const TorchAnchorOptions& a, const TrainBenchOptions& o, const std::string& dtype) {
+Status CheckAnchorRuns(const TorchAnchorOptions& a) {
   if (access(a.script.c_str(), R_OK) != 0) {
     return Status::Error(StrCat(a.script, ": the PyTorch anchor script is not there (run from the source tree, or "
                                           "pass --torch-script PATH)"));
   }
   if (access(a.python.c_str(), X_OK) != 0) return Status::Error(StrCat(a.python, ": no such Python"));
+  return Status::Ok();
+}
+
+Result<nlohmann::json> RunTorchAnchor(const TorchAnchorOptions& a, const TrainBenchOptions& o, const std::string& dtype) {
+  GK_RETURN_IF_ERROR(CheckAnchorRuns(a));
   GK_ASSIGN_OR_RETURN(const std::vector<std::string> names, LoraTargetNames(o.targets));  // q -> q_proj
   std::string targets;
   for (const std::string& t : names) targets += (targets.empty() ? "" : ",") + t;
@@ -67,6 +72,7 @@ Result<nlohmann::json> RunTorchAnchor(const TorchAnchorOptions& a, const TrainBe
 Result<TorchComparison> CompareWithTorch(const TrainBenchOptions& o, const TorchAnchorOptions& a) {
   if (o.threads <= 0) return Status::Error("--compare-torch needs --threads N (both sides pinned to the same count)");
   if (a.alternations < 1) return Status::Error("--alternations must be at least 1");
+  GK_RETURN_IF_ERROR(CheckAnchorRuns(a));  // before the first alternation's gemmakit run
   if (o.full || o.tp > 1 || o.compare_remat || o.remat) {
     return Status::Error("--compare-torch compares one LoRA step without remat (the anchor keeps every activation)");
   }

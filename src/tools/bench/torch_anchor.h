@@ -28,6 +28,8 @@ struct TorchComparison {
   TrainBenchResult last;                                        // gemmakit's last alternation
 };
 
+// The script and the Python are there.
+Status CheckAnchorRuns(const TorchAnchorOptions& a);
 // One run of the anchor: its JSON object. Errors: the script missing or failing (its stderr's
 // last line), unparsable output.
 Result<nlohmann::json> RunTorchAnchor(const TorchAnchorOptions& a, const TrainBenchOptions& o, const std::string& dtype);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
 #include "model/toy_models_test_util.h"
 #include "model/weights.h"
 
@@ -151,7 +153,16 @@ TEST(TrainBench, RunsOnAToyModelAndReportsTheFields) {
       EXPECT_NEAR(run.useful_ratio, run.useful_gflops / r->fp32_peak_gflops, 1e-12);
       EXPECT_NEAR(run.executed_ratio, run.executed_gflops / r->fp32_peak_gflops, 1e-12);
     }
+    if (r->bf16_peak_gflops > 0) EXPECT_NEAR(run.useful_ratio_bf16, run.useful_gflops / r->bf16_peak_gflops, 1e-12);
+    // The passes are parts of the step, each measured.
+    EXPECT_GT(run.forward_s, 0);
+    EXPECT_GT(run.loss_head_s, 0);
+    EXPECT_GT(run.backward_s, 0);
+    EXPECT_LE(run.forward_s + run.loss_head_s + run.backward_s, run.mean_step_s * (1 + 1e-9));
   }
+  // The default precision: bf16 products against these bf16 weights.
+  EXPECT_EQ(r->precision, "bf16");
+  EXPECT_EQ(r->bf16_route, CpuHasAvx512Bf16() && ActiveIsa() == Isa::kAvx512 ? "oneDNN" : "emulated");
   // Same tokens, same adapter: the loss does not depend on remat.
   EXPECT_NEAR(r->runs[0].loss, r->runs[1].loss, 1e-5);
   // remat keeps one layer's activations (plus every layer's input) instead of all of them.
@@ -174,6 +185,20 @@ TEST(TrainBench, RunsOnAToyModelAndReportsTheFields) {
   for (const char* s : {"tokens/s", "useful", "executed", "fp32 FMA peak", "[remat on]", "[remat off]", "remat    "}) {
     EXPECT_NE(text.find(s), std::string::npos) << s << "\n" << text;
   }
+
+  // f32: the same step in f32 products, the same loss to bf16's accuracy on this toy.
+  TrainBenchOptions f = o;
+  f.precision = "f32";
+  f.compare_remat = false;
+  auto r32 = RunTrainBench(f);
+  ASSERT_TRUE(r32.ok()) << r32.message();
+  EXPECT_EQ(r32->precision, "f32");
+  EXPECT_EQ(r32->bf16_route, "");
+  EXPECT_NE(r32->runs[0].loss, r->runs[1].loss);
+  EXPECT_NEAR(r32->runs[0].loss, r->runs[1].loss, 1e-2 * r32->runs[0].loss);
+  EXPECT_NE(FormatTrainBench(*r32).find("products f32"), std::string::npos);
+  f.precision = "f16";
+  EXPECT_FALSE(RunTrainBench(f).ok());
 
   o.targets = {"nope"};
   EXPECT_FALSE(RunTrainBench(o).ok());
