@@ -66,7 +66,7 @@ void EngineFlags::Apply() const {
   if (!activations.empty()) {
     SetBf16Activations(activations == "round" ? Bf16Activations::kRound : Bf16Activations::kSplit);
   } else if (std::getenv("GEMMAKIT_BF16_ACTIVATIONS") == nullptr) {
-    // The commands' default is round (README, "bf16 activations"); the library's, which the
+    // The commands' default is round (README, "Numerics of bf16 models"); the library's, which the
     // oracle tests use, stays split.
     SetBf16Activations(Bf16Activations::kRound);
   }
