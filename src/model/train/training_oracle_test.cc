@@ -25,8 +25,8 @@ constexpr const char* kPython = "/usr/bin/python3";
 // train.precision "bf16" against the oracle's --bf16-products (docs/TRAIN.md, "Precision"). A
 // bf16 rounding is a step: summing in another order flips some roundings, and the toy models
 // amplify the flips, so the bound is the oracle's own spread: its bf16 gradients with f32 sums
-// against f64 sums (measured in the same test). Measured ratios 0.72-1.21; computing f32 instead
-// of bf16 would give 2.1-7.0. The loss: within 4e-4 of itself (measured 0.05-1.6e-4; the
+// against f64 sums (measured in the same test). Measured ratios 0.69-1.17; computing f32 instead
+// of bf16 would give 2.1-7.0. The loss: within 4e-4 of itself (measured ≤ 1.6e-4; the
 // oracle's own f32/f64 spread reaches 1.4e-4).
 constexpr double kBf16LossBound = 4e-4, kBf16SpreadFactor = 2.0;
 
