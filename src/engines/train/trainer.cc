@@ -111,33 +111,30 @@ nlohmann::json Fingerprint(const TrainRecipe& r) {
 // The fingerprint keys whose values differ ("train.precision (\"f32\" in the checkpoint, \"bf16\"
 // now)"), so that a refused resume says what to change.
 std::string FingerprintDifferences(const nlohmann::json& saved, const nlohmann::json& now) {
-  std::vector<std::string> keys;
+  // Leaves by dotted key; the train.precision Fingerprint leaves out is the f32 it means.
   auto leaves = [](const nlohmann::json& j) {
-    std::map<std::string, nlohmann::json> out;
+    std::map<std::string, nlohmann::json> out = {{"train.precision", "f32"}};
     if (!j.is_object()) return out;
     for (const auto& [k, v] : j.items()) {
-      if (v.is_object()) {
-        for (const auto& [k2, v2] : v.items()) out[k + "." + k2] = v2;
-      } else {
+      if (!v.is_object()) {
         out[k] = v;
+        continue;
       }
+      for (const auto& [k2, v2] : v.items()) out[k + "." + k2] = v2;
     }
     return out;
   };
   const auto a = leaves(saved), b = leaves(now);
   std::set<std::string> names;
-  for (const auto& [k, v] : a) names.insert(k);
-  for (const auto& [k, v] : b) names.insert(k);
-  for (const std::string& k : names) {
-    const auto ia = a.find(k), ib = b.find(k);
-    // An absent train.precision is the f32 that checkpoints before the key trained in.
-    const nlohmann::json va = ia != a.end() ? ia->second : k == "train.precision" ? nlohmann::json("f32") : nlohmann::json();
-    const nlohmann::json vb = ib != b.end() ? ib->second : k == "train.precision" ? nlohmann::json("f32") : nlohmann::json();
-    if (va != vb) keys.push_back(StrCat(k, " (", va.is_null() ? "unset" : va.dump(), " in the checkpoint, ",
-                                        vb.is_null() ? "unset" : vb.dump(), " now)"));
+  for (const auto* side : {&a, &b}) {
+    for (const auto& [k, v] : *side) names.insert(k);
   }
   std::string out;
-  for (const std::string& k : keys) out += (out.empty() ? "" : ", ") + k;
+  for (const std::string& k : names) {
+    const auto ia = a.find(k), ib = b.find(k);
+    const std::string va = ia == a.end() ? "unset" : ia->second.dump(), vb = ib == b.end() ? "unset" : ib->second.dump();
+    if (va != vb) out += StrCat(out.empty() ? "" : ", ", k, " (", va, " in the checkpoint, ", vb, " now)");
+  }
   return out;
 }
 

@@ -111,9 +111,10 @@ class TrainingModel {
     double forward = 0, loss_head = 0, backward = 0;
   };
   const PassSeconds& pass_seconds() const { return pass_seconds_; }
-  // The precision the products run in (f32 for full fine-tuning whatever the options said).
+  // The precision the products run in: f32 for full fine-tuning and for weights not stored in
+  // bf16, whatever the options said.
   TrainPrecision precision() const {
-    return full_ ? TrainPrecision::kF32 : options_.precision;
+    return full_ || weights_.embed.dtype != DType::kBF16 ? TrainPrecision::kF32 : options_.precision;
   }
 
  private:

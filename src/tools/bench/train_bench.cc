@@ -155,7 +155,7 @@ Result<TrainBenchRun> RunOnce(const TrainBenchOptions& o, const ModelConfig& c, 
   if (o.full) to.full_finetune_from = o.model_dir;
   GK_ASSIGN_OR_RETURN(auto model,
                       TrainingModel::Create(local, std::move(weights), o.full ? nullptr : &adapter, &pool, to));
-  const bool bf16 = model->precision() == TrainPrecision::kBf16 && model->weights().embed.dtype == DType::kBF16;
+  const bool bf16 = model->precision() == TrainPrecision::kBf16;
   meta->precision = bf16 ? "bf16" : "f32";
   meta->bf16_route = !bf16 ? "" : Bf16ProductsAvailable(model->weights().embed) ? "oneDNN" : "emulated";
   if (o.full) meta->trainable_params = model->full_params()->ParameterCount();
