@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cli/common.h"
-#include "tools/bridge/lora_source.h"
+#include "model/lora_source.h"
 #include "tools/bridge/merge.h"
 
 namespace gk::cli {
@@ -22,8 +22,8 @@ int RunMerge(int argc, char** argv) {
   app.add_option("--out", out, "output directory (must not exist)")->required();
   CLI11_PARSE(app, argc, argv);
   if (adapter.empty() && orbax.empty()) return Fail("merge: give --adapter PEFT_DIR or --orbax ITEM_DIR");
-  Result<std::unique_ptr<bridge::LoraSource>> src =
-      adapter.empty() ? bridge::OpenQwixLoraSource(orbax, base, alpha) : bridge::OpenPeftLoraSource(adapter);
+  Result<std::unique_ptr<LoraSource>> src =
+      adapter.empty() ? OpenQwixLoraSource(orbax, base, alpha) : OpenPeftLoraSource(adapter);
   if (!src.ok()) return Fail(src.status());
   ConversionProgress progress("merge");
   auto rep = bridge::MergeLora(base, **src, out, &progress);

@@ -1,5 +1,5 @@
-// The attention block: projections, q/k/v norms, RoPE, the KV cache write (a sequence's
-// KvCache or a block of the paged pool), and
+// The attention block: projections (with the batch's LoRA deltas), q/k/v norms, RoPE, the KV
+// cache write (a sequence's KvCache or a block of the paged pool), and
 // softmax(q·k)·v over each query's visible positions (causal; sliding layers also windowed),
 // computed by kernels/attention.h over the cache's segments.
 #include <algorithm>
@@ -31,6 +31,11 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
   // Q, K and V read the same normed input: one parallel loop for the three (kernels/matmul.h).
   const WeightProduct qkv[] = {{&lw.q, q}, {&lw.k, k}, {&lw.v, v}};
   MatMulShared(std::span(qkv, own_kv ? (lw.v.empty() ? 2 : 3) : 1), xn, T, *pool_);
+  ApplyLora(l, LoraTarget::kQ, xn, q);
+  if (own_kv) {
+    ApplyLora(l, LoraTarget::kK, xn, k);
+    if (!lw.v.empty()) ApplyLora(l, LoraTarget::kV, xn, v);
+  }
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
       float* qt = q + t * N * H;
@@ -59,6 +64,7 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
   }
   Attend(l, T);
   MatMul(lw.o, s_->att.data(), T, s_->out.data(), *pool_);
+  ApplyLora(l, LoraTarget::kO, s_->att.data(), s_->out.data());
   TpSum(s_->out.data(), T * c.hidden_size);  // o is row-parallel: each rank's heads' share
 }
 

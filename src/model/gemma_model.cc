@@ -8,6 +8,7 @@
 #include "kernels/ops.h"
 #include "model/decoder_constants.h"
 #include "model/forward_scratch.h"
+#include "model/lora_weights.h"
 #include "model/paged_kv.h"
 #include "model/weight_packing.h"
 
@@ -252,6 +253,13 @@ Status GemmaModel::CheckPagedPool(const PagedKvPool& pool) const {
 
 Status GemmaModel::CheckPagedItem(const PagedBatchItem& it, const PagedKvPool& pool) const {
   if (it.seq == nullptr) return Status::Error("has no PagedSequence");
+  if (it.lora != nullptr) {
+    if (tp_.active()) return Status::Error("LoRA adapters are not supported under tensor parallelism");
+    if (it.lora->num_layers() != config_.num_layers) {
+      return Status::Error(StrCat("its LoRA adapter was made for ", it.lora->num_layers(), " layers, the model has ",
+                                  config_.num_layers));
+    }
+  }
   const PagedSequence& seq = *it.seq;
   if (seq.num_tokens < 0) return Status::Error(StrCat("sequence has ", seq.num_tokens, " tokens"));
   GK_RETURN_IF_ERROR(CheckTokens(it.tokens));
@@ -287,6 +295,7 @@ void GemmaModel::RunPaged(std::span<const PagedBatchItem> items, PagedKvPool& po
   token_pos_.clear();
   token_span_.clear();
   paged_spans_.clear();
+  lora_runs_.clear();
   int64_t blocks[2] = {0, 0};  // segments per kv head over all items, per group
   for (const PagedBatchItem& it : items) {
     const int64_t n = int64_t(it.tokens.size()), first = it.seq->num_tokens;
@@ -297,6 +306,12 @@ void GemmaModel::RunPaged(std::span<const PagedBatchItem> items, PagedKvPool& po
       sp.num_blocks[g] = (first + n - 1) / bs - sp.first_block[g] + 1;
       sp.seg_base[g] = blocks[g];
       blocks[g] += sp.num_blocks[g];
+    }
+    if (it.lora != nullptr && n > 0) {
+      const int64_t row = int64_t(token_ids_.size());
+      LoraRun* last = lora_runs_.empty() ? nullptr : &lora_runs_.back();
+      if (last != nullptr && last->lora == it.lora && last->row + last->rows == row) last->rows += n;
+      else lora_runs_.push_back({row, n, it.lora});
     }
     for (int64_t i = 0; i < n; ++i) {
       token_ids_.push_back(it.tokens[size_t(i)]);
@@ -310,8 +325,19 @@ void GemmaModel::RunPaged(std::span<const PagedBatchItem> items, PagedKvPool& po
   paged_pool_ = &pool;
   RunDecoder(int64_t(token_ids_.size()));
   paged_pool_ = nullptr;
+  lora_runs_.clear();
   const int64_t rows = GatherLogitRows(items, s_->x.data(), c.hidden_size, s_->xn.data());
   if (rows > 0) Logits(rows, s_->xn.data(), logits);
+}
+
+void GemmaModel::ApplyLora(int l, LoraTarget t, const float* x, float* y) {
+  if (lora_runs_.empty()) return;
+  lora_segments_.clear();
+  for (const LoraRun& run : lora_runs_) {
+    const LoraWeights::Factors* f = run.lora->Find(l, t);
+    if (f != nullptr) lora_segments_.push_back({run.row, run.rows, &f->a, &f->b});
+  }
+  ApplyLoraSegments(lora_segments_, x, y, lora_scratch_, *pool_);
 }
 
 void GemmaModel::Logits(int64_t rows, const float* h, float* logits) {

@@ -11,17 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "kernels/lora_segments.h"
 #include "model/config.h"
 #include "model/decoder_constants.h"
 #include "model/kv_cache.h"
 #include "model/quantize.h"
 #include "model/tensor_parallel.h"
+#include "model/train/lora.h"
 #include "model/weights.h"
 #include "tensor/thread_pool.h"
 
 namespace gk {
 
 struct ForwardScratch;
+class LoraWeights;           // model/lora_weights.h
 class PagedKvPool;           // model/paged_kv.h
 struct PagedBatchItem;
 struct PagedSequence;
@@ -83,7 +86,11 @@ class GemmaModel {
   // The model does not change the PagedSequence (the engine advances num_tokens). Same logits
   // order as ForwardBatch. Errors: token ids outside the vocabulary, more than max_chunk
   // tokens, a block table that does not cover the positions (or a -1/out-of-range block id
-  // where one is needed), a pool made for another model.
+  // where one is needed), a pool made for another model, a LoRA adapter made for another
+  // model or under tensor parallelism.
+  // Items with a LoRA adapter add its delta to each adapted projection of their tokens; items
+  // next to each other with the same adapter form one segment (kernels/lora_segments.h), so a
+  // caller that orders items by adapter gets the fewest.
   Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits);
 
  private:
@@ -118,6 +125,9 @@ class GemmaModel {
   void MoeBlock(int l, int64_t T);
   void PerLayerInputBlock(int l, int64_t T);
   void Logits(int64_t rows, const float* h, float* logits);
+  // y (T rows of `out`) += the LoRA deltas of projection (l, t) of the paged batch's adapted
+  // rows, from that projection's input x (T rows of `in`). Nothing when no item has an adapter.
+  void ApplyLora(int l, LoraTarget t, const float* x, float* y);
   // Tensor parallelism: x ← Σ over the group of x (partial products of row-parallel matrices).
   void TpSum(float* x, int64_t n);
   // Logits of this rank's vocabulary rows (local, rows × vocab_.rows) gathered into whole rows.
@@ -143,6 +153,14 @@ class GemmaModel {
   std::vector<PagedSpan> paged_spans_;   // per item
   std::vector<int32_t> token_span_;      // per token: its item's index in paged_spans_
   std::vector<KvSegment> paged_segments_;  // per layer: each item's blocks per kv head
+  // LoRA adapters of the paged batch: runs of consecutive rows with the same adapter.
+  struct LoraRun {
+    int64_t row = 0, rows = 0;
+    const LoraWeights* lora = nullptr;
+  };
+  std::vector<LoraRun> lora_runs_;
+  std::vector<LoraSegment> lora_segments_;
+  LoraScratch lora_scratch_;
 };
 
 }  // namespace gk

@@ -25,6 +25,8 @@
 
 namespace gk {
 
+class LoraWeights;  // model/lora_weights.h
+
 // Layers of the model fall into two KV groups: full-attention layers (every position) and
 // sliding-window layers (only the window). KV-shared layers (E2B/E4B: config.IsKvShared(l)) own
 // no storage: they read their source layer's (config.KvSourceLayer(l)).
@@ -100,6 +102,7 @@ struct PagedBatchItem {
   std::span<const int32_t> tokens;  // new tokens at positions seq->num_tokens, ...
   const PagedSequence* seq = nullptr;
   LogitsMode logits = LogitsMode::kLast;
+  const LoraWeights* lora = nullptr;  // the item's LoRA adapter (model/lora_weights.h); null: the base model
 };
 
 }  // namespace gk

@@ -1,5 +1,6 @@
 #include "model/train/lora.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <regex>
 
 #include "formats/safetensors.h"
+#include "model/lora_source.h"
 #include "tensor/dtype.h"
 #include "util/atomic_file.h"
 #include "util/guarded_parse.h"
@@ -162,6 +164,46 @@ nlohmann::json LoraAdapter::PeftConfigJson(const std::string& base_model) const 
   if (options_.target_list.empty()) j["target_modules"] = options_.target_regex;
   else j["target_modules"] = options_.target_list;
   return j;
+}
+
+Result<LoraAdapter> LoraAdapter::FromSource(const LoraSource& source, const ModelConfig& c, const std::string& prefix) {
+  const std::vector<std::string> names = source.Modules();
+  if (names.empty()) return Status::Error(StrCat(source.Describe(), ": no LoRA modules"));
+  GK_ASSIGN_OR_RETURN(LoraFactors first, source.Factors(names.front()));
+  LoraOptions o;
+  o.rank = int(std::min<int64_t>(first.rank, 1 << 30));
+  o.alpha = double(source.scaling()) * double(first.rank);
+  o.target_list = names;
+  GK_ASSIGN_OR_RETURN(LoraAdapter a, Create(c, prefix, o));
+  std::map<std::string, LoraModule*> by_name;
+  for (LoraModule& m : a.modules_) by_name[m.name] = &m;
+  for (const std::string& name : names) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return Status::Error(StrCat(source.Describe(), ": module ", name, " is not a projection of this model"));
+    }
+    LoraModule& m = *it->second;
+    GK_ASSIGN_OR_RETURN(LoraFactors f, source.Factors(name));
+    if (f.rank != o.rank || f.in != m.in || f.out != m.out || int64_t(f.a.size()) != f.rank * f.in ||
+        int64_t(f.b.size()) != f.out * f.rank) {
+      return Status::Error(StrCat(source.Describe(), ": ", name, " has factors (", f.rank, ", ", f.in, ") and (", f.out,
+                                  ", ", f.rank, "), expected (", o.rank, ", ", m.in, ") and (", m.out, ", ", o.rank, ")"));
+    }
+    m.a = std::move(f.a);
+    m.b = std::move(f.b);
+  }
+  // Create matched target_list as suffixes too: keep only the modules the source has.
+  std::vector<LoraModule> kept;
+  for (LoraModule& m : a.modules_) {
+    if (std::find(names.begin(), names.end(), m.name) != names.end()) kept.push_back(std::move(m));
+  }
+  a.modules_ = std::move(kept);
+  a.index_.assign(a.index_.size(), -1);
+  for (size_t i = 0; i < a.modules_.size(); ++i) {
+    a.index_[size_t(a.modules_[i].layer) * kNumLoraTargets + size_t(a.modules_[i].target)] = int(i);
+  }
+  a.scaling_ = source.scaling();
+  return a;
 }
 
 Status LoraAdapter::SavePeft(const std::string& dir, const std::string& base_model) const {

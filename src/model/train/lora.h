@@ -16,6 +16,8 @@
 
 namespace gk {
 
+class LoraSource;  // model/lora_source.h
+
 // The projections of a decoder layer that can carry a LoRA.
 enum class LoraTarget { kQ, kK, kV, kO, kGate, kUp, kDown };
 inline constexpr int kNumLoraTargets = 7;
@@ -62,6 +64,10 @@ class LoraAdapter {
   // F32, BF16 or F16). Every tensor must belong to a projection of this model with the right
   // shape; errors name the key.
   static Result<LoraAdapter> LoadPeft(const std::string& dir, const ModelConfig& config, const std::string& prefix);
+  // The factors of any LoraSource (the Qwix factors of a Tunix Orbax item: model/lora_source.h),
+  // checked as LoadPeft checks a file: every module a projection of this model, one rank,
+  // shapes (r, in) and (out, r). The scaling is the source's.
+  static Result<LoraAdapter> FromSource(const LoraSource& source, const ModelConfig& config, const std::string& prefix);
   // Writes DIR/adapter_config.json and DIR/adapter_model.safetensors (F32), each atomically.
   Status SavePeft(const std::string& dir, const std::string& base_model) const;
   nlohmann::json PeftConfigJson(const std::string& base_model) const;

@@ -14,7 +14,7 @@
 #include "model/tunix_layout.h"
 #include "model/weights.h"
 #include "tensor/dtype.h"
-#include "tools/bridge/lora_source.h"
+#include "model/lora_source.h"
 #include "formats/checkpoint_side_files.h"
 #include "util/atomic_file.h"
 

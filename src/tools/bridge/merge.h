@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tools/bridge/lora_source.h"
+#include "model/lora_source.h"
 #include "util/progress.h"
 #include "util/result.h"
 

@@ -19,7 +19,7 @@
 #include "tensor/dtype.h"
 #include "tools/bridge/convert.h"
 #include "tools/bridge/gguf_export.h"
-#include "tools/bridge/lora_source.h"
+#include "model/lora_source.h"
 
 namespace gk::bridge {
 namespace {

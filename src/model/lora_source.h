@@ -1,6 +1,6 @@
-// Where a merge reads LoRA factors from: a PEFT adapter directory, or (lora_source_orbax.cc) a
-// Tunix/Qwix Orbax item. Factors are read one module at a time, in PEFT's layout and float32,
-// so a merge holds one module's factors at once, not the adapter.
+// Where a merge or a server reads LoRA factors from: a PEFT adapter directory, or
+// (lora_source_orbax.cc) a Tunix/Qwix Orbax item. Factors are read one module at a time, in
+// PEFT's layout and float32, so a merge holds one module's factors at once, not the adapter.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 #include "util/result.h"
 
-namespace gk::bridge {
+namespace gk {
 
 struct LoraFactors {
   int64_t rank = 0, in = 0, out = 0;
@@ -38,4 +38,4 @@ Result<std::unique_ptr<LoraSource>> OpenPeftLoraSource(const std::string& dir);
 Result<std::unique_ptr<LoraSource>> OpenQwixLoraSource(const std::string& item_dir, const std::string& base_dir,
                                                        double alpha = 0);
 
-}  // namespace gk::bridge
+}  // namespace gk

@@ -9,10 +9,10 @@
 #include "model/tunix_layout.h"
 #include "model/weights.h"
 #include "tensor/dtype.h"
-#include "tools/bridge/lora_source.h"
+#include "model/lora_source.h"
 #include "util/guarded_parse.h"
 
-namespace gk::bridge {
+namespace gk {
 namespace {
 
 Result<std::vector<float>> ReadArrayF32(const orbax::Item& item, const orbax::ArrayInfo& a) {
@@ -132,4 +132,4 @@ Result<std::unique_ptr<LoraSource>> OpenQwixLoraSource(const std::string& item_d
   return GuardedParse(item_dir, [&] { return OpenQwixLoraSourceUnguarded(item_dir, base_dir, alpha); });
 }
 
-}  // namespace gk::bridge
+}  // namespace gk

@@ -1,4 +1,4 @@
-#include "tools/bridge/lora_source.h"
+#include "model/lora_source.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "util/test_temp_dir.h"
 
-namespace gk::bridge {
+namespace gk {
 namespace {
 
 // The adapter of `gemmakit merge` comes from outside: malformed ones are one-line errors, not
@@ -32,4 +32,4 @@ TEST(PeftLoraSource, MalformedConfigsAreErrors) {
 }
 
 }  // namespace
-}  // namespace gk::bridge
+}  // namespace gk

@@ -1,4 +1,4 @@
-#include "tools/bridge/lora_source.h"
+#include "model/lora_source.h"
 
 #include <cmath>
 #include <cstring>
@@ -11,7 +11,7 @@
 #include "util/atomic_file.h"
 #include "util/guarded_parse.h"
 
-namespace gk::bridge {
+namespace gk {
 namespace {
 
 constexpr std::string_view kPrefix = "base_model.model.";
@@ -120,4 +120,4 @@ Result<std::unique_ptr<LoraSource>> OpenPeftLoraSource(const std::string& dir) {
   return GuardedParse(dir, [&] { return OpenPeftLoraSourceUnguarded(dir); });
 }
 
-}  // namespace gk::bridge
+}  // namespace gk

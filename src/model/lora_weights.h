@@ -1,0 +1,67 @@
+// A LoRA adapter as the serving engine applies it: per (layer, projection) the factors A (r×in)
+// and scaling·B (out×r) in float32, so a request through the adapter computes
+//   y = x·Wᵀ + (x·Aᵀ)·(scaling·B)ᵀ
+// on top of the shared base weights (Punica / S-LoRA serving; kernels/lora_segments.h) instead
+// of a merged copy of the model. Immutable once built: requests of many threads share one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/train/lora.h"
+#include "tensor/matrix.h"
+#include "util/result.h"
+
+namespace gk {
+
+class LoraWeights {
+ public:
+  struct Factors {
+    MatrixView a;  // (r, in) f32
+    MatrixView b;  // (out, r) f32, scaling folded in
+  };
+
+  // Takes the adapter's factors (its gradients are dropped). The adapter was checked against
+  // `config` when it was read (LoraAdapter::LoadPeft / FromSource).
+  static std::shared_ptr<const LoraWeights> Create(LoraAdapter adapter, const ModelConfig& config);
+
+  // The factors of (layer, target), or null when that projection has no LoRA.
+  const Factors* Find(int layer, LoraTarget t) const {
+    const int i = index_[size_t(layer) * kNumLoraTargets + size_t(t)];
+    return i < 0 ? nullptr : &factors_[size_t(i)];
+  }
+  int num_layers() const { return int(index_.size() / kNumLoraTargets); }
+  int rank() const { return rank_; }
+  int64_t modules() const { return int64_t(factors_.size()); }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  int rank_ = 0;
+  uint64_t bytes_ = 0;
+  std::vector<std::vector<float>> storage_;  // a, b of each module, in module order
+  std::vector<Factors> factors_;
+  std::vector<int> index_;  // layer * kNumLoraTargets + target -> factors_ index, -1 for none
+};
+
+// Where a LoRA adapter comes from, as `serve --lora NAME=PATH[:alpha=A]` and
+// /v1/load_lora_adapter name it: a PEFT adapter directory (adapter_config.json), or a Tunix
+// Orbax item holding Qwix factors (STEP/model_params; `alpha` given, since Qwix stores none:
+// default the rank, a scaling of 1).
+struct LoraLocation {
+  std::string path;
+  double alpha = 0;  // Qwix only; 0: not given
+};
+// "PATH" or "PATH:alpha=64".
+Result<LoraLocation> ParseLoraLocation(const std::string& text);
+
+// Reads the adapter at `where` for the model of `base_dir` (config.json, and the tensor prefix
+// `prefix` of its checkpoint): every module must be a projection of this model with its shapes,
+// and the rank at most max_rank (0: any). Errors are one line naming the file.
+Result<std::shared_ptr<const LoraWeights>> LoadLoraWeights(const LoraLocation& where, const std::string& base_dir,
+                                                           const ModelConfig& config, const std::string& prefix,
+                                                           int max_rank);
+
+}  // namespace gk
