@@ -61,6 +61,11 @@ int RunServeBenchCommand(int argc, char** argv) {
   app.add_option("--port", port, "server port when --base-url is not given")->check(CLI::Range(1, 65535));
   app.add_option("--endpoint", o.endpoint, "/v1/completions or /v1/chat/completions");
   app.add_option("--model", o.model, "model name to request (default: the first of GET /v1/models)");
+  app.add_option("--lora-modules", o.lora_modules,
+                 "LoRA adapter names of the server: each timed request asks for one of them as its \"model\"")
+      ->expected(1, -1);
+  app.add_option("--lora-assignment", o.lora_assignment, "random (seeded by --seed) or round-robin")
+      ->check(CLI::IsMember({"random", "round-robin"}));
   app.add_option("--tokenizer", o.tokenizer, "directory with tokenizer.json (or the file); default: --model if a directory");
   app.add_option("--dataset-name", o.dataset_name, "random | jsonl");
   app.add_option("--dataset-path", o.dataset_path, "jsonl: one {\"prompt\": ..., \"output_len\": N} per line");

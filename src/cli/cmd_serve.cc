@@ -2,7 +2,9 @@
 //   [--max-model-len N] [--max-num-seqs N] [--max-num-batched-tokens N] [--kv-cache-dtype auto|...]
 //   [--kv-cache-memory BYTES | --kv-cache-memory-fraction F] [--block-size 16]
 //   [--[no-]enable-prefix-caching] [--[no-]enable-chunked-prefill] [--api-key KEY] [--max-queue N]
-//   [--reject-unknown-fields] [--tokenizer-dir DIR] [--lora NAME=DIR] [--threads N] [--quantize none|q8_0] [--bf16-activations split|round]
+//   [--reject-unknown-fields] [--tokenizer-dir DIR] [--threads N] [--quantize none|q8_0] [--bf16-activations split|round]
+//   [--lora NAME=PATH[:alpha=A] ...] [--max-loras 1] [--max-cpu-loras N] [--max-lora-rank 16]
+//   [--allow-runtime-lora [--lora-root DIR]]
 //
 // An OpenAI-compatible server (src/server/) over the continuous-batching engine
 // (src/engines/serve/). SIGTERM or SIGINT: stop accepting, let requests in flight finish, exit 0;
@@ -26,6 +28,7 @@
 #include "cli/common.h"
 #include "dist/communicator.h"
 #include "engines/serve/engine.h"
+#include "engines/serve/lora_registry.h"
 #include "formats/chat_format.h"
 #include "server/http_server.h"
 #include "server/model_registry.h"
@@ -100,7 +103,28 @@ int RunServe(int argc, char** argv) {
   app.add_flag("--reject-unknown-fields", reject_unknown,
                "answer 400 to requests with fields the API does not know (default: ignore them with a warning, as vLLM)");
   app.add_option("--tokenizer-dir", tokenizer_dir, "tokenizer.json directory when the model has none");
-  app.add_option("--lora", loras, "NAME=DIR: a LoRA adapter (PEFT) chosen by \"model\": NAME (not supported yet)");
+  app.add_option("--lora,--lora-modules", loras,
+                 "NAME=PATH: a LoRA adapter a request picks with \"model\": NAME. PATH: a PEFT adapter directory, or "
+                 "a Qwix item of a Tunix Orbax checkpoint (PATH:alpha=A gives its alpha; default the rank); also "
+                 "vLLM's JSON form {\"name\": ..., \"path\": ...}")
+      ->expected(1, -1);
+  bool enable_lora = false, allow_runtime_lora = false;
+  int max_loras = 1, max_cpu_loras = 0, max_lora_rank = 16;
+  std::string lora_root;
+  app.add_flag("--enable-lora", enable_lora, "serve LoRA adapters (implied by --lora and --allow-runtime-lora)");
+  app.add_option("--max-loras", max_loras, "distinct adapters in one engine step (vLLM's default 1); requests of "
+                                           "another adapter wait for a slot")
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--max-cpu-loras", max_cpu_loras, "adapters kept in memory; beyond, the least recently used one "
+                                                   "that no request holds is dropped and read again on demand "
+                                                   "(default: --max-loras)")
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--max-lora-rank", max_lora_rank, "adapters of a higher rank are refused (vLLM's default 16)")
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_flag("--allow-runtime-lora", allow_runtime_lora,
+               "POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING)");
+  app.add_option("--lora-root", lora_root, "runtime loads read adapters only under this directory (relative "
+                                           "lora_path values start here)");
   std::string chat_template, reasoning_parser = "auto", tool_call_parser = "auto";
   app.add_option("--chat-template", chat_template,
                  "Jinja chat template FILE, or the NAME of one of the checkpoint's templates (default: the "
@@ -140,12 +164,22 @@ int RunServe(int argc, char** argv) {
     if (*bytes == 0) return Fail("--kv-cache-memory must be more than 0 bytes");
     eo.kv_cache_bytes = *bytes;
   }
+  std::vector<std::pair<std::string, LoraLocation>> lora_specs;
   for (const std::string& l : loras) {
     auto spec = server::ParseLoraSpec(l);
     if (!spec.ok()) return Fail(spec.status());
+    auto where = ParseLoraLocation(spec->dir);
+    if (!where.ok()) return Fail(StrCat("--lora ", spec->name, ": ", where.message()));
+    lora_specs.emplace_back(spec->name, *where);
   }
-  if (!loras.empty()) {
-    return Fail("--lora: LoRA adapters are not supported yet (the PEFT adapter reader comes with the bridge issue)");
+  const bool lora_on = enable_lora || allow_runtime_lora || !lora_specs.empty();
+  if (!lora_root.empty() && !allow_runtime_lora) return Fail("--lora-root needs --allow-runtime-lora");
+  if (!lora_root.empty() && !std::filesystem::is_directory(lora_root)) {
+    return Fail(StrCat("--lora-root ", lora_root, ": not a directory"));
+  }
+  if (max_cpu_loras == 0) max_cpu_loras = max_loras;
+  if (max_cpu_loras < max_loras) {
+    return Fail(StrCat("--max-cpu-loras (", max_cpu_loras, ") must be at least --max-loras (", max_loras, ")"));
   }
 
   // A handler, not a blocked mask and sigwait: libraries start threads before main (OpenBLAS
@@ -157,6 +191,7 @@ int RunServe(int argc, char** argv) {
   // handler: MPI's threads inherit its blocked signals).
   auto tp = engine_flags.TensorParallelGroup();
   if (!tp.ok()) return Fail(tp.status());
+  if (lora_on && tp->active()) return Fail("LoRA adapters are not supported with --tp yet: serve on one process");
 
   if (!std::filesystem::is_directory(model_dir)) {
     return Fail(StrCat("--model ", model_dir, ": not a directory (give a Hugging Face model directory)"));
@@ -201,6 +236,21 @@ int RunServe(int argc, char** argv) {
   }
   const bool gemma4 = config.arch == Arch::kGemma4;
   if (served_names.empty()) served_names.push_back(model_dir);
+  // LoRA adapters: each read and checked against the model now, so a bad one stops the start.
+  LoraRegistryOptions lro;
+  lro.max_cpu_loras = max_cpu_loras;
+  lro.max_lora_rank = max_lora_rank;
+  lro.root = lora_root;
+  LoraRegistry lora_registry(model_dir, config, (*model)->weights().prefix, lro);
+  for (const auto& [name, where] : lora_specs) {
+    if (std::find(served_names.begin(), served_names.end(), name) != served_names.end()) {
+      return Fail(StrCat("--lora ", name, ": the name is the base model's"));
+    }
+    if (Status st = lora_registry.Add(name, where, /*confined=*/false); !st.ok()) {
+      return Fail(StrCat("--lora ", name, ": ", st.message()));
+    }
+  }
+  if (lora_on) eo.max_loras = max_loras;
   // Declared before the engine so it outlives every engine callback (they record queue times).
   server::ServerMetrics metrics(served_names.front());
   auto engine = ServeEngine::Create(std::move(*model), eo);
@@ -218,12 +268,15 @@ int RunServe(int argc, char** argv) {
   ctx.reasoning_parser = reasoning_parser == "gemma4" || (reasoning_parser == "auto" && gemma4);
   ctx.tool_call_parser = tool_call_parser == "gemma4" || (tool_call_parser == "auto" && gemma4);
   ctx.max_model_len = cap.max_model_len;
-  server::ModelRegistry registry(served_names, model_dir, cap.max_model_len, int64_t(std::time(nullptr)));
+  server::ModelRegistry registry(served_names, model_dir, cap.max_model_len, int64_t(std::time(nullptr)),
+                                 lora_on ? &lora_registry : nullptr);
+  if (lora_on) metrics.set_max_loras(max_loras);
   server::HttpServerOptions ho;
   ho.host = host;
   ho.port = port;
   ho.api_key = api_key;
   ho.reject_unknown_fields = reject_unknown;
+  ho.allow_runtime_lora = allow_runtime_lora;
   ho.http_threads = 64;  // grows with open connections (server/elastic_thread_pool.h)
   ctx.metrics = &metrics;
   RaiseOpenFileLimit();  // a descriptor per open connection: bursts of a thousand are normal
@@ -250,6 +303,16 @@ int RunServe(int argc, char** argv) {
   std::fprintf(stderr, "gemmakit serve: chat template: %s; reasoning parser: %s; tool-call parser: %s\n",
                chat_format->Describe().c_str(), ctx.reasoning_parser ? "gemma4" : "none",
                ctx.tool_call_parser ? "gemma4" : "none");
+  if (lora_on) {
+    std::string names;
+    for (const auto& [name, where] : lora_specs) names += (names.empty() ? "" : ", ") + name;
+    std::fprintf(stderr,
+                 "gemmakit serve: LoRA: %zu adapter(s)%s%s%s; at most %d per step, %d kept in memory, rank <= %d; "
+                 "runtime loading %s%s\n",
+                 lora_specs.size(), names.empty() ? "" : " (", names.c_str(), names.empty() ? "" : ")", max_loras,
+                 max_cpu_loras, max_lora_rank, allow_runtime_lora ? "on" : "off",
+                 lora_root.empty() ? "" : StrCat(" (under ", lora_root, ")").c_str());
+  }
   std::fprintf(stderr, "gemmakit serve: Maximum concurrency for %lld tokens per request: %.2fx\n",
                (long long)cap.max_model_len, cap.max_concurrency);
   // The pid: a tensor-parallel server is stopped through this process (rank 0), not mpirun.

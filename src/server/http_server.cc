@@ -12,6 +12,7 @@
 #include "server/elastic_thread_pool.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "util/guarded_parse.h"
 
 namespace gk::server {
 namespace {
@@ -86,7 +87,6 @@ void HttpServer::SendError(httplib::Response& res, const ApiError& e) const {
 std::optional<ApiError> HttpServer::CheckModel(const std::string& requested, ModelTarget* target) const {
   auto t = models_.Resolve(requested);
   if (!t) return ApiError::NotFound(StrCat("The model `", requested, "` does not exist."));
-  if (t->adapter != 0) return ApiError::BadRequest("LoRA adapters are not supported yet", "model");
   *target = *t;
   return std::nullopt;
 }
@@ -148,6 +148,10 @@ void HttpServer::Routes() {
              [this](const Request& req, Response& res) { HandleGeneration(req, res, ApiKind::kChat); });
   svr_->Post("/tokenize", [this](const Request& req, Response& res) { HandleTokenize(req, res); });
   svr_->Post("/detokenize", [this](const Request& req, Response& res) { HandleDetokenize(req, res); });
+  if (options_.allow_runtime_lora && models_.loras() != nullptr) {
+    svr_->Post("/v1/load_lora_adapter", [this](const Request& req, Response& res) { HandleLoadLora(req, res); });
+    svr_->Post("/v1/unload_lora_adapter", [this](const Request& req, Response& res) { HandleUnloadLora(req, res); });
+  }
 }
 
 void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response& res, ApiKind kind) {
@@ -166,8 +170,17 @@ void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response
   }
   ModelTarget target;
   if (auto e = CheckModel(r.model, &target)) return SendError(res, *e);
+  EngineLora lora;
+  if (target.adapter) {  // reads the adapter again if it was evicted (on this thread, not the engine's)
+    auto acquired = models_.loras()->Acquire(target.name);
+    if (!acquired.ok()) {
+      return SendError(res, models_.loras()->Has(target.name) ? ApiError::Internal(acquired.message())
+                                                             : ApiError::NotFound(acquired.message()));
+    }
+    lora = std::move(*acquired);
+  }
   if (kind == ApiKind::kChat) ApplyDefaultKwargs(ctx_.default_chat_template_kwargs, &r.chat);
-  auto session = std::make_shared<RequestSession>(ctx_, std::move(r), target.name, arrival);
+  auto session = std::make_shared<RequestSession>(ctx_, std::move(r), target.name, arrival, std::move(lora));
   if (auto e = session->Start()) return SendError(res, *e);
   // The socket of this connection, to notice a client that hangs up while we wait.
   auto probe = std::make_shared<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
@@ -231,6 +244,53 @@ void HttpServer::HandleDetokenize(const httplib::Request& req, httplib::Response
     }
   }
   res.set_content(DumpJson({{"prompt", ctx_.tokenizer->Decode(r.tokens)}}), kJson);
+}
+
+namespace {
+
+// A JSON object body's string field, "" when absent or not a string.
+std::string StringField(const nlohmann::json& body, const char* key) {
+  return body.is_object() && body.contains(key) && body[key].is_string() ? body[key].get<std::string>() : "";
+}
+
+}  // namespace
+
+// vLLM's /v1/load_lora_adapter: {"lora_name", "lora_path"}; 200 with a plain-text line.
+void HttpServer::HandleLoadLora(const httplib::Request& req, httplib::Response& res) {
+  auto body = ParseJson(req.body, "the request body");
+  if (!body.ok()) return SendError(res, ApiError::BadRequest(body.message()));
+  const std::string name = StringField(*body, "lora_name"), path = StringField(*body, "lora_path");
+  if (name.empty() || path.empty()) {
+    return SendError(res, ApiError::BadRequest("Both 'lora_name' and 'lora_path' must be provided."));
+  }
+  if (models_.IsBaseName(name)) {
+    return SendError(res, ApiError::BadRequest(StrCat("'", name, "' is the name of the base model."), "lora_name"));
+  }
+  LoraRegistry& loras = *models_.loras();
+  if (loras.Has(name)) {
+    return SendError(res, ApiError::BadRequest(StrCat("The lora adapter '", name, "' has already been loaded.")));
+  }
+  // No alpha= here: the path is the path (a Qwix item takes the rank as alpha, scaling 1).
+  if (Status st = loras.Add(name, LoraLocation{path, 0}, /*confined=*/true); !st.ok()) {
+    return SendError(res, ApiError::BadRequest(st.message(), "lora_path"));
+  }
+  std::fprintf(stderr, "gemmakit serve: loaded LoRA adapter '%s' from %s\n", name.c_str(), path.c_str());
+  res.set_content(StrCat("Success: LoRA adapter '", name, "' added successfully."), "text/plain");
+}
+
+// vLLM's /v1/unload_lora_adapter: {"lora_name"}. Requests already running through it finish.
+void HttpServer::HandleUnloadLora(const httplib::Request& req, httplib::Response& res) {
+  auto body = ParseJson(req.body, "the request body");
+  if (!body.ok()) return SendError(res, ApiError::BadRequest(body.message()));
+  const std::string name = StringField(*body, "lora_name");
+  if (name.empty()) {
+    return SendError(res, ApiError::BadRequest("'lora_name' needs to be provided to unload a LoRA adapter."));
+  }
+  if (!models_.loras()->Remove(name)) {
+    return SendError(res, ApiError::NotFound(StrCat("The lora adapter '", name, "' cannot be found.")));
+  }
+  std::fprintf(stderr, "gemmakit serve: unloaded LoRA adapter '%s'\n", name.c_str());
+  res.set_content(StrCat("Success: LoRA adapter '", name, "' removed successfully."), "text/plain");
 }
 
 }  // namespace gk::server

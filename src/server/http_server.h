@@ -3,6 +3,8 @@
 //
 //   POST /v1/completions, /v1/chat/completions   (RequestSession does the work)
 //   GET  /v1/models, /health, /version, /metrics  POST /tokenize, /detokenize
+//   POST /v1/load_lora_adapter, /v1/unload_lora_adapter   (with allow_runtime_lora, as vLLM
+//        with VLLM_ALLOW_RUNTIME_LORA_UPDATING; else 404 like any unknown route)
 //
 // Threads: httplib's pool serves connections (one thread per connection while it is open);
 // each request handler submits to the engine and waits on its own queue. With --api-key every
@@ -38,6 +40,7 @@ struct HttpServerOptions {
   size_t max_body_bytes = size_t(64) << 20;
   bool log_unknown_fields = true;  // warn on stderr about ignored request fields
   bool reject_unknown_fields = false;  // answer 400 instead (vLLM ignores them: the default)
+  bool allow_runtime_lora = false;     // the LoRA load/unload routes (needs the registry's LoraRegistry)
 };
 
 class HttpServer {
@@ -64,6 +67,8 @@ class HttpServer {
   void HandleGeneration(const httplib::Request& req, httplib::Response& res, ApiKind kind);
   void HandleTokenize(const httplib::Request& req, httplib::Response& res);
   void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
+  void HandleLoadLora(const httplib::Request& req, httplib::Response& res);
+  void HandleUnloadLora(const httplib::Request& req, httplib::Response& res);
   std::optional<ApiError> CheckModel(const std::string& requested, ModelTarget* target) const;
 
   ServeContext ctx_;

@@ -1,7 +1,7 @@
 // Model names a request may ask for: the served names of the base model (vLLM's
-// --served-model-name, default the --model path) and, once the adapter reader exists, one name
-// per LoRA adapter (--lora NAME=DIR), which a request picks through its "model" field as in vLLM.
-// An empty "model" means the base model (the first served name).
+// --served-model-name, default the --model path) and one name per LoRA adapter of the server's
+// LoraRegistry (--lora NAME=PATH, /v1/load_lora_adapter), which a request picks through its
+// "model" field as in vLLM. An empty "model" means the base model (the first served name).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engines/serve/lora_registry.h"
 #include "server/openai_response.h"
 #include "util/result.h"
 
@@ -16,7 +17,7 @@ namespace gk::server {
 
 struct ModelTarget {
   std::string name;     // the name responses report
-  int adapter = 0;      // 0: the base model; k > 0: the k-th LoRA adapter (engine-side id)
+  bool adapter = false; // a LoRA adapter of that name (else the base model)
 };
 
 struct LoraSpec {
@@ -27,21 +28,22 @@ Result<LoraSpec> ParseLoraSpec(const std::string& text);
 
 class ModelRegistry {
  public:
-  ModelRegistry(std::vector<std::string> served_names, std::string root, int64_t max_model_len, int64_t created);
-
-  // Registers an adapter under its own name, with the base model as parent. Adapter ids start
-  // at 1 in the order added. Fails on a name clash.
-  Result<int> AddAdapter(const LoraSpec& spec);
+  // loras: the server's adapters (null: none); it must outlive the registry.
+  ModelRegistry(std::vector<std::string> served_names, std::string root, int64_t max_model_len, int64_t created,
+                LoraRegistry* loras = nullptr);
 
   std::optional<ModelTarget> Resolve(const std::string& requested) const;
   const std::string& base_name() const { return names_.front(); }
+  bool IsBaseName(const std::string& name) const;
+  LoraRegistry* loras() const { return loras_; }
+  // The base model's cards, then each adapter's with the base as parent and its path as root.
   std::vector<ModelCard> Cards() const;
 
  private:
   std::vector<std::string> names_;
   std::string root_;
   int64_t max_model_len_, created_;
-  std::vector<LoraSpec> adapters_;
+  LoraRegistry* loras_;
 };
 
 }  // namespace gk::server

@@ -17,10 +17,11 @@ double Seconds(RequestSession::Clock::duration d) { return std::chrono::duration
 }  // namespace
 
 RequestSession::RequestSession(const ServeContext& ctx, OpenAIRequest request, std::string model_name,
-                               Clock::time_point arrival)
+                               Clock::time_point arrival, EngineLora lora)
     : ctx_(ctx),
       request_(std::move(request)),
       model_name_(std::move(model_name)),
+      lora_(std::move(lora)),
       arrival_(arrival),
       id_(NewRequestId(request_.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-")),
       created_(int64_t(std::time(nullptr))),
@@ -82,6 +83,7 @@ std::optional<ApiError> RequestSession::Start() {
     er.stop_token_ids = stop_ids;
     er.logprobs = request_.logprobs;
     er.cache_salt = request_.cache_salt;
+    er.lora = lora_;
     std::shared_ptr<Channel> ch = channel_;
     ServerMetrics* metrics = ctx_.metrics;
     const int index = int(&c - choices_.data());

@@ -56,8 +56,9 @@ class RequestSession {
   using Clock = std::chrono::steady_clock;
   using Gone = std::function<bool()>;
 
+  // lora: the adapter every choice runs through (id 0: the base model).
   RequestSession(const ServeContext& ctx, OpenAIRequest request, std::string model_name,
-                 Clock::time_point arrival);
+                 Clock::time_point arrival, EngineLora lora = {});
   ~RequestSession();  // aborts whatever is still running
   RequestSession(const RequestSession&) = delete;
   RequestSession& operator=(const RequestSession&) = delete;
@@ -139,6 +140,7 @@ class RequestSession {
   ServeContext ctx_;
   OpenAIRequest request_;
   std::string model_name_;
+  EngineLora lora_;
   Clock::time_point arrival_;
   std::string id_;
   int64_t created_ = 0;

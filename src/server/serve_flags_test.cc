@@ -43,17 +43,17 @@ TEST(ModelRegistryTest, NamesAndAdapters) {
   EXPECT_EQ(r.base_name(), "gemma");
   EXPECT_EQ(r.Resolve("")->name, "gemma");  // no "model": the base
   EXPECT_EQ(r.Resolve("alias")->name, "alias");
-  EXPECT_EQ(r.Resolve("alias")->adapter, 0);
+  EXPECT_FALSE(r.Resolve("alias")->adapter);
   EXPECT_FALSE(r.Resolve("other"));
-  auto spec = ParseLoraSpec("sql=/adapters/sql");
+  EXPECT_EQ(r.Cards().size(), 2u);
+  auto spec = ParseLoraSpec("sql=/adapters/sql:alpha=64");
   ASSERT_TRUE(spec.ok());
-  EXPECT_EQ(r.AddAdapter(*spec).value(), 1);
-  EXPECT_EQ(r.Resolve("sql")->adapter, 1);
-  EXPECT_FALSE(r.AddAdapter(*spec).ok());  // name clash
-  const auto cards = r.Cards();
-  ASSERT_EQ(cards.size(), 3u);
-  EXPECT_EQ(cards[2].parent, "gemma");
-  EXPECT_EQ(cards[2].root, "/adapters/sql");
+  EXPECT_EQ(spec->name, "sql");
+  EXPECT_EQ(spec->dir, "/adapters/sql:alpha=64");
+  spec = ParseLoraSpec(R"({"name": "sql", "path": "/adapters/sql", "base_model_name": "gemma"})");
+  ASSERT_TRUE(spec.ok()) << spec.message();
+  EXPECT_EQ(spec->dir, "/adapters/sql");
+  EXPECT_FALSE(ParseLoraSpec(R"({"name": "sql"})").ok());
   EXPECT_FALSE(ParseLoraSpec("noequals").ok());
   EXPECT_FALSE(ParseLoraSpec("=dir").ok());
   ModelRegistry d({}, "/models/g", 10, 1);

@@ -1,5 +1,7 @@
 #include "server/server_metrics.h"
 
+#include <chrono>
+
 namespace gk::server {
 
 ServerMetrics::ServerMetrics(std::string model_name)
@@ -59,6 +61,19 @@ std::string ServerMetrics::Render(const EngineStats& s, const EngineCapacity& ca
   w.AddGauge("gemmakit:kv_blocks_total", "KV-cache blocks in the pool, per KV group.",
              {{with("kv_group", "full"), double(cap.num_blocks[0])},
               {with("kv_group", "sliding"), double(cap.num_blocks[1])}});
+  if (max_loras_ > 0) {
+    auto join = [](const std::vector<std::string>& names) {
+      std::string out;
+      for (const std::string& n : names) out += (out.empty() ? "" : ",") + n;
+      return out;
+    };
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    w.AddGauge("vllm:lora_requests_info", "Running stats on lora requests.",
+               {{{{"max_lora", std::to_string(max_loras_)},
+                  {"waiting_lora_adapters", join(s.waiting_loras)},
+                  {"running_lora_adapters", join(s.running_loras)}},
+                 now}});
+  }
   return w.text();
 }
 

@@ -1,6 +1,8 @@
 // The server's /metrics: vLLM's metric names (prefix "vllm:", labels model_name and engine;
 // ../shared/spec/serving.md §2.10) plus gemmakit:kv_blocks_used / gemmakit:kv_blocks_total per
-// KV group, so tests can check that no block leaks. Engine-side counters and gauges come from
+// KV group, so tests can check that no block leaks, and with LoRA serving vLLM's
+// vllm:lora_requests_info (labels max_lora, waiting_lora_adapters, running_lora_adapters: the
+// adapter names comma-joined; value: the scrape's Unix time, as vLLM's set_to_current_time). Engine-side counters and gauges come from
 // ServeEngine::Stats() at scrape time; the latency histograms and the finished-request counter
 // are recorded here by the HTTP layer (TTFT is measured from HTTP arrival, as vLLM measures it
 // from frontend arrival).
@@ -28,6 +30,9 @@ class ServerMetrics {
   // vllm:request_success_total{finished_reason}: "stop", "length" or "abort".
   void CountFinished(const std::string& reason);
 
+  // LoRA serving on (--max-loras): Render adds vllm:lora_requests_info.
+  void set_max_loras(int n) { max_loras_ = n; }
+
   std::string Render(const EngineStats& stats, const EngineCapacity& capacity) const;
 
  private:
@@ -35,6 +40,7 @@ class ServerMetrics {
   std::string model_name_;
   Histogram ttft_, itl_, e2e_, queue_, tpot_;
   std::atomic<uint64_t> finished_stop_{0}, finished_length_{0}, finished_abort_{0};
+  int max_loras_ = 0;
 };
 
 }  // namespace gk::server

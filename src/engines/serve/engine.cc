@@ -41,6 +41,13 @@ struct Sequence : ScheduledRequest {
   bool aborted = false;
 };
 
+// Adds a LoRA adapter's name to a sorted list of distinct names ("" is the base model: none).
+void AddName(std::vector<std::string>& names, const std::string& name) {
+  if (name.empty()) return;
+  auto it = std::lower_bound(names.begin(), names.end(), name);
+  if (it == names.end() || *it != name) names.insert(it, name);
+}
+
 // How the KV bytes split into the two block pools: a request of max_model_len tokens needs
 // `per_group[g]` blocks of group g in steady state (every block on full layers; the window plus
 // one block on sliding layers), and the sliding pool also needs `transient` blocks for one
@@ -77,7 +84,8 @@ class EngineImpl final : public ServeEngine {
         capacity_(cap),
         blocks_(KvBlockManagerOptions{{cap.num_blocks[0], cap.num_blocks[1]}, o.block_size, sliding_window,
                                       o.enable_prefix_caching}),
-        scheduler_(&blocks_, SchedulerOptions{o.max_num_batched_tokens, o.max_num_seqs, o.enable_chunked_prefill}) {
+        scheduler_(&blocks_, SchedulerOptions{o.max_num_batched_tokens, o.max_num_seqs, o.enable_chunked_prefill,
+                                              o.max_loras}) {
     thread_ = std::thread([this] {
       Loop();
       // Tensor parallel: release the other ranks from FollowPagedBatches.
@@ -103,6 +111,7 @@ class EngineImpl final : public ServeEngine {
     std::lock_guard<std::mutex> lock(mu_);
     EngineStats s = stats_;
     s.waiting += int(inbox_.size());
+    for (const auto& q : inbox_) AddName(s.waiting_loras, q->request.lora.name);
     return s;
   }
   const EngineCapacity& capacity() const override { return capacity_; }
@@ -198,7 +207,18 @@ Result<std::unique_ptr<Sequence>> EngineImpl::MakeSequence(EngineRequest request
   auto s = std::make_unique<Sequence>();
   s->tokens = request.prompt;
   s->prompt_len = prompt;
-  s->blocks.salt = KvBlockManager::SaltHash(request.cache_salt);
+  if ((request.lora.id != 0) != (request.lora.weights != nullptr)) {
+    return Status::Error("a LoRA adapter needs both an id and its weights");
+  }
+  if (request.lora.weights != nullptr) {
+    if (options_.tp_comm != nullptr) return Status::Error("LoRA adapters are not supported under tensor parallelism");
+    if (request.lora.weights->num_layers() != c.num_layers) {
+      return Status::Error(StrCat("the LoRA adapter has ", request.lora.weights->num_layers(), " layers, the model ",
+                                  c.num_layers));
+    }
+  }
+  s->blocks.salt = KvBlockManager::SaltHash(request.cache_salt, request.lora.id);
+  s->lora_id = request.lora.id;
   s->sampler = std::make_unique<Sampler>(request.sampling);
   s->request = std::move(request);
   s->callback = std::move(callback);
@@ -310,6 +330,9 @@ void EngineImpl::RunPasses(const std::vector<ScheduledSlice>& slices) {
   std::vector<Sequence*> sample_order;
   auto run = [&]() {
     if (parts.empty()) return;
+    // Each adapter's rows side by side: one LoRA segment per adapter (GemmaModel::ForwardPaged).
+    std::stable_sort(parts.begin(), parts.end(),
+                     [](const Part& a, const Part& b) { return a.seq->lora_id < b.seq->lora_id; });
     items.clear();
     int64_t rows = 0;
     for (Part& p : parts) {
@@ -317,7 +340,7 @@ void EngineImpl::RunPasses(const std::vector<ScheduledSlice>& slices) {
       p.view.blocks[kSliding] = p.seq->blocks.table[kSliding];
       p.view.num_tokens = p.begin;
       items.push_back({std::span<const int32_t>(p.seq->tokens).subspan(size_t(p.begin), size_t(p.n)), &p.view,
-                       p.last ? LogitsMode::kLast : LogitsMode::kNone});
+                       p.last ? LogitsMode::kLast : LogitsMode::kNone, p.seq->request.lora.weights.get()});
       rows += p.last;
     }
     if (int64_t(logits_.size()) < rows * V) logits_.resize(size_t(rows * V));
@@ -397,6 +420,12 @@ void EngineImpl::PublishStats() {
   s.kv_usage = total ? double(used) / double(total) : 0;
   s.prefix_cache_queries = blocks_.queries();
   s.prefix_cache_hits = blocks_.hits();
+  for (const ScheduledRequest* r : scheduler_.running()) {
+    AddName(s.running_loras, static_cast<const Sequence*>(r)->request.lora.name);
+  }
+  for (const ScheduledRequest* r : scheduler_.waiting()) {
+    AddName(s.waiting_loras, static_cast<const Sequence*>(r)->request.lora.name);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   stats_ = s;
 }

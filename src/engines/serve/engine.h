@@ -4,8 +4,9 @@
 // the scheduler (scheduler.h) picks work under a token budget and a sequence cap: running
 // requests first (a decode costs one token, an unfinished prefill chunk up to the remaining
 // budget), then waiting ones in arrival order; the chosen slices go through the model in one
-// batched forward pass (GemmaModel::ForwardPaged), and each request that finished its prompt
-// samples one token. When the block pool runs dry the newest running request is preempted
+// batched forward pass (GemmaModel::ForwardPaged; requests of one LoRA adapter side by side, so
+// each adapter's rows form one segment), and each request that finished its prompt samples one
+// token. When the block pool runs dry the newest running request is preempted
 // (its blocks freed, recomputed later). Outputs are delivered through each request's callback
 // on the engine thread, after the step (and after Stats() reflects it).
 #pragma once
@@ -18,6 +19,7 @@
 
 #include "engines/generate/sampler.h"
 #include "model/gemma_model.h"
+#include "model/lora_weights.h"
 #include "model/paged_kv.h"
 #include "util/result.h"
 
@@ -41,9 +43,19 @@ struct EngineOptions {
   bool enable_prefix_caching = true;    // vLLM V1's default
   bool enable_chunked_prefill = true;   // vLLM V1's default; the reference case ran with it off
   int max_waiting = 4096;               // queued requests beyond this are refused (the server answers 503)
+  // Distinct LoRA adapters in one step at most (vLLM's --max-loras): a waiting request of
+  // another adapter waits until a running adapter's requests finish; others go past it. 0: no limit.
+  int max_loras = 0;
   // Tensor-parallel serving: rank 0's engine sends each forward pass to the other ranks, which
   // run ServeEngine::Follow (engines/serve/tensor_parallel_steps.h). Null: one process.
   dist::Communicator* tp_comm = nullptr;
+};
+
+// The LoRA adapter a request runs through (engines/serve/lora_registry.h hands these out).
+struct EngineLora {
+  uint64_t id = 0;     // 0: the base model; else unique per loaded adapter (it keys the prefix cache)
+  std::string name;
+  std::shared_ptr<const LoraWeights> weights;  // kept alive by the request while it runs
 };
 
 // Per-request generation settings (the HTTP layer maps the OpenAI fields onto these).
@@ -57,6 +69,7 @@ struct EngineRequest {
   std::vector<int32_t> stop_token_ids;
   int logprobs = -1;                    // -1: none; k >= 0: the sampled token's logprob and the top k
   std::string cache_salt;               // separates prefix-cache entries of different tenants
+  EngineLora lora;                      // the base model unless set; two adapters never share KV blocks
 };
 
 struct TokenLogprob {
@@ -103,6 +116,8 @@ struct EngineStats {
   uint64_t prefix_cache_queries = 0;    // vllm:prefix_cache_queries_total (tokens)
   uint64_t prefix_cache_hits = 0;       // vllm:prefix_cache_hits_total (tokens)
   uint64_t steps = 0;
+  // vllm:lora_requests_info: the adapters of running and of waiting requests (names, sorted).
+  std::vector<std::string> running_loras, waiting_loras;
 };
 
 class ServeEngine {

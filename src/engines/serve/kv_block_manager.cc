@@ -30,10 +30,10 @@ KvBlockManager::KvBlockManager(const KvBlockManagerOptions& o)
       window_(o.sliding_window),
       prefix_caching_(o.prefix_caching) {}
 
-uint64_t KvBlockManager::SaltHash(std::string_view cache_salt) {
+uint64_t KvBlockManager::SaltHash(std::string_view cache_salt, uint64_t lora_id) {
   uint64_t h = 0x243f6a8885a308d3ull;
   for (unsigned char c : cache_salt) h = Mix(h ^ c);
-  return h;
+  return lora_id == 0 ? h : Mix(h ^ Mix(lora_id ^ 0x13198a2e03707344ull));
 }
 
 int64_t KvBlockManager::SlidingFirstBlock(int64_t pos) const {

@@ -41,7 +41,9 @@ class KvBlockManager {
   bool has_group(int g) const { return pools_[size_t(g)].num_blocks() > 0; }
   const BlockPool& pool(int g) const { return pools_[size_t(g)]; }
 
-  static uint64_t SaltHash(std::string_view cache_salt);
+  // The first block's parent hash: the request's cache_salt and its LoRA adapter (0: the base
+  // model, whose hashes do not change), so tenants and adapters never share blocks.
+  static uint64_t SaltHash(std::string_view cache_salt, uint64_t lora_id = 0);
 
   // For a request with no blocks yet: takes the longest usable cached prefix of `tokens` (at
   // most tokens.size() - 1 tokens, so that the last one is computed and gives logits) and

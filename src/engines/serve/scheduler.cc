@@ -46,8 +46,20 @@ std::vector<ScheduledSlice> Scheduler::Schedule() {
   }
 
   if (!preempted_.empty()) return slices;
-  while (!waiting_.empty() && int(running_.size()) < options_.max_seqs && budget > 0) {
-    ScheduledRequest* r = waiting_.front();
+  std::vector<uint64_t> loras;  // distinct adapters of the running requests
+  if (options_.max_loras > 0) {
+    for (const ScheduledRequest* r : running_) {
+      if (r->lora_id != 0 && std::find(loras.begin(), loras.end(), r->lora_id) == loras.end()) loras.push_back(r->lora_id);
+    }
+  }
+  for (size_t i = 0; i < waiting_.size() && int(running_.size()) < options_.max_seqs && budget > 0;) {
+    ScheduledRequest* r = waiting_[i];
+    const bool new_lora = options_.max_loras > 0 && r->lora_id != 0 &&
+                          std::find(loras.begin(), loras.end(), r->lora_id) == loras.end();
+    if (new_lora && int(loras.size()) >= options_.max_loras) {
+      ++i;  // waits for an adapter slot
+      continue;
+    }
     if (!r->prefix_checked) {
       r->computed = blocks_->TakeCachedPrefix(r->tokens, r->blocks);
       r->prefix_checked = true;
@@ -63,7 +75,8 @@ std::vector<ScheduledSlice> Scheduler::Schedule() {
       break;
     }
     if (r->cached_prompt_tokens < 0) r->cached_prompt_tokens = r->computed;
-    waiting_.pop_front();
+    if (new_lora) loras.push_back(r->lora_id);
+    waiting_.erase(waiting_.begin() + std::ptrdiff_t(i));
     running_.push_back(r);
     slices.push_back({r, n});
     budget -= n;

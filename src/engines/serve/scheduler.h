@@ -10,6 +10,8 @@
 //   block pool allow; a new request's cached prefix is taken first and costs nothing. Without
 //   chunked prefill a prompt is admitted only whole, and a prompt that does not fit blocks
 //   the queue behind it (no overtaking). No admission in a step that preempted.
+// - With max_loras, a waiting request whose LoRA adapter would be one too many among the
+//   running requests' stays waiting and the ones behind it may go first (vLLM V1 skips it too).
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
@@ -30,6 +32,7 @@ struct ScheduledRequest {
   bool prefix_checked = false;     // the prefix cache was consulted since the last (re)admission
   int64_t cached_prompt_tokens = -1;  // prefix hit at first admission (-1: not admitted yet)
   int preemptions = 0;
+  uint64_t lora_id = 0;            // its LoRA adapter (0: the base model)
   virtual ~ScheduledRequest() = default;
 };
 
@@ -37,6 +40,7 @@ struct SchedulerOptions {
   int64_t token_budget = 2048;     // max_num_batched_tokens
   int max_seqs = 256;              // max_num_seqs
   bool chunked_prefill = true;
+  int max_loras = 0;               // distinct LoRA adapters among running requests (0: no limit)
 };
 
 struct ScheduledSlice {

@@ -121,5 +121,32 @@ TEST(Scheduler, PrefixHitIsNotChargedToTheBudget) {
   EXPECT_EQ(step[1].num_tokens, 4);
 }
 
+// --max-loras 2: a request of a third adapter waits while two adapters run, the ones behind it
+// (base or a running adapter) go past it, and it runs once an adapter's requests are done.
+TEST(Scheduler, MaxLorasHoldsBackAThirdAdapter) {
+  KvBlockManager blocks({{1000, 0}, 16, 0, false});
+  Scheduler s(&blocks, {256, 8, true, 2});
+  auto a = Request(1, 4), b = Request(2, 4), c = Request(3, 4), base = Request(4, 4), a2 = Request(5, 4);
+  a->lora_id = 10;
+  b->lora_id = 20;
+  c->lora_id = 30;
+  a2->lora_id = 10;
+  for (auto* r : {a.get(), b.get(), c.get(), base.get(), a2.get()}) s.Add(r);
+  auto step = s.Schedule();
+  ASSERT_EQ(step.size(), 4u);
+  EXPECT_EQ(step[0].request, a.get());
+  EXPECT_EQ(step[1].request, b.get());
+  EXPECT_EQ(step[2].request, base.get());  // past c, which waits for a slot
+  EXPECT_EQ(step[3].request, a2.get());    // adapter 10 already runs
+  ASSERT_EQ(s.waiting().size(), 1u);
+  EXPECT_EQ(s.waiting().front(), c.get());
+  Advance(step);
+  s.Remove(b.get());  // adapter 20's only request finishes: c takes its slot
+  step = s.Schedule();
+  ASSERT_EQ(step.size(), 4u);
+  EXPECT_EQ(step.back().request, c.get());
+  EXPECT_TRUE(s.waiting().empty());
+}
+
 }  // namespace
 }  // namespace gk

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <deque>
 #include <memory>
+#include <random>
 #include <thread>
 
 #include "tools/bench_serve/arrivals.h"
@@ -19,10 +20,11 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-StreamRequestSpec SpecFor(const SampleRequest& r, const RunOptions& o, const std::string& request_id) {
+StreamRequestSpec SpecFor(const SampleRequest& r, const RunOptions& o, const std::string& request_id,
+                          const std::string& model) {
   StreamRequestSpec s;
   s.endpoint = o.endpoint;
-  s.model = o.model;
+  s.model = model;
   s.prompt = r.prompt;
   s.max_tokens = r.expected_output_len;
   s.ignore_eos = o.ignore_eos;
@@ -35,7 +37,7 @@ StreamRequestSpec SpecFor(const SampleRequest& r, const RunOptions& o, const std
 // Sends one request and waits for it (ready check, warm-ups).
 RequestOutcome RunOne(HttpClient& client, const SampleRequest& r, const RunOptions& o) {
   OpenAiStreamHandler h(o.endpoint, r.prompt_len);
-  h.SetStart(client.Start(BuildStreamRequest(SpecFor(r, o, ""), o.sampling), &h));
+  h.SetStart(client.Start(BuildStreamRequest(SpecFor(r, o, "", o.model), o.sampling), &h));
   while (!h.done()) client.Poll(0.05);
   return std::move(h.outcome());
 }
@@ -56,6 +58,17 @@ Status ReadyCheck(HttpClient& client, const SampleRequest& r, const RunOptions& 
 
 }  // namespace
 
+std::vector<std::string> RequestModels(int n, const RunOptions& o) {
+  if (o.lora_modules.empty()) return std::vector<std::string>(size_t(n), o.model);
+  std::vector<std::string> out;
+  std::mt19937_64 rng(o.seed ^ 0x4c6f5241ull);  // "LoRA": apart from the arrivals' stream
+  for (int i = 0; i < n; ++i) {
+    const size_t k = o.lora_round_robin ? size_t(i) % o.lora_modules.size() : size_t(rng() % o.lora_modules.size());
+    out.push_back(o.lora_modules[k]);
+  }
+  return out;
+}
+
 Result<RunResult> RunBenchmark(const std::vector<SampleRequest>& requests, const RunOptions& o) {
   if (requests.empty()) return Result<RunResult>::Error("no requests to send");
   RaiseOpenFileLimit();  // one descriptor per concurrent stream
@@ -65,6 +78,7 @@ Result<RunResult> RunBenchmark(const std::vector<SampleRequest>& requests, const
 
   const int n = static_cast<int>(requests.size());
   const std::vector<double> offsets = ArrivalOffsets(n, o.request_rate, o.burstiness, o.seed);
+  const std::vector<std::string> models = RequestModels(n, o);
   std::vector<std::unique_ptr<OpenAiStreamHandler>> handlers(n);
   std::vector<double> arrival(n, 0);
   std::deque<int> waiting;  // arrived, held back by max_concurrency
@@ -78,7 +92,7 @@ Result<RunResult> RunBenchmark(const std::vector<SampleRequest>& requests, const
     handlers[i] = std::make_unique<OpenAiStreamHandler>(o.endpoint, r.prompt_len);
     // OnDone may run inside Start (connection refused) or Poll; either way it lands here.
     handlers[i]->SetOnDone([&finished_now, i] { finished_now.push_back(i); });
-    HttpRequest req = BuildStreamRequest(SpecFor(r, o, StrCat(o.request_id_prefix, i)), o.sampling);
+    HttpRequest req = BuildStreamRequest(SpecFor(r, o, StrCat(o.request_id_prefix, i), models[size_t(i)]), o.sampling);
     handlers[i]->SetStart(client->Start(req, handlers[i].get()));
   };
 

@@ -22,6 +22,10 @@ struct RunOptions {
   BaseUrl url;
   ApiEndpoint endpoint = ApiEndpoint::kCompletions;
   std::string model;
+  // vLLM's --lora-modules: each timed request names one of these adapters as its "model"
+  // (the ready check and warm-ups use `model`), at random (seeded) or in turn.
+  std::vector<std::string> lora_modules;
+  bool lora_round_robin = false;
   double request_rate = 1.0 / 0.0;  // requests/s; inf sends all at t = 0
   double burstiness = 1.0;
   int max_concurrency = 0;          // 0: no limit
@@ -45,6 +49,9 @@ struct RunResult {
   long long sse_messages = 0;            // SSE messages read during the run
   int peak_open_connections = 0;
 };
+
+// The model name of each timed request: `model`, or its LoRA module (see RunOptions).
+std::vector<std::string> RequestModels(int n, const RunOptions& options);
 
 Result<RunResult> RunBenchmark(const std::vector<SampleRequest>& requests, const RunOptions& options);
 

@@ -273,3 +273,30 @@ TEST(BenchRunnerTest, ThousandConcurrentStreams) {
 
 }  // namespace
 }  // namespace gk::bench
+
+namespace gk::bench {
+namespace {
+
+// vLLM's --lora-modules: every timed request names an adapter; round-robin in turn, random
+// seeded (the same seed, the same assignment) and touching every adapter over many requests.
+TEST(RequestModels, AssignsLoraModules) {
+  RunOptions o;
+  o.model = "base";
+  EXPECT_EQ(RequestModels(3, o), (std::vector<std::string>{"base", "base", "base"}));
+  o.lora_modules = {"a", "b", "c"};
+  o.lora_round_robin = true;
+  EXPECT_EQ(RequestModels(5, o), (std::vector<std::string>{"a", "b", "c", "a", "b"}));
+  o.lora_round_robin = false;
+  o.seed = 7;
+  const std::vector<std::string> r = RequestModels(300, o);
+  EXPECT_EQ(r, RequestModels(300, o));
+  for (const char* name : {"a", "b", "c"}) {
+    const auto n = std::count(r.begin(), r.end(), name);
+    EXPECT_GT(n, 60) << name;
+  }
+  o.seed = 8;
+  EXPECT_NE(r, RequestModels(300, o));
+}
+
+}  // namespace
+}  // namespace gk::bench

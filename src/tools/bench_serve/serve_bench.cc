@@ -224,6 +224,8 @@ Result<ServeBenchResult> RunServeBench(const ServeBenchOptions& o, const std::fu
       ro.url = url;
       ro.endpoint = endpoint;
       ro.model = model;
+      ro.lora_modules = o.lora_modules;
+      ro.lora_round_robin = o.lora_assignment == "round-robin";
       ro.request_rate = rate;
       ro.burstiness = o.burstiness;
       ro.max_concurrency = o.max_concurrency;

@@ -26,6 +26,8 @@ struct ServeBenchOptions {
   std::string base_url = "http://127.0.0.1:8000";
   std::string endpoint = "/v1/completions";
   std::string model;          // "": the first id of GET /v1/models
+  std::vector<std::string> lora_modules;  // adapters the timed requests name (bench_runner.h)
+  std::string lora_assignment = "random";  // random | round-robin
   std::string tokenizer;      // a directory with tokenizer.json, or the file; "": --model if it is a directory
   std::string dataset_name = "random";  // random | jsonl
   std::string dataset_path;   // jsonl
