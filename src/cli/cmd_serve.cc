@@ -241,6 +241,8 @@ int RunServe(int argc, char** argv) {
   lro.max_cpu_loras = max_cpu_loras;
   lro.max_lora_rank = max_lora_rank;
   lro.root = lora_root;
+  // Adapters in the base model's dtype, as vLLM holds them: f32 for f32 weights, else bf16.
+  lro.storage = (*model)->weights().layers[0].q.dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
   LoraRegistry lora_registry(model_dir, config, (*model)->weights().prefix, lro);
   for (const auto& [name, where] : lora_specs) {
     if (std::find(served_names.begin(), served_names.end(), name) != served_names.end()) {

@@ -3,73 +3,73 @@
 #include <algorithm>
 
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 
 namespace gk {
 namespace {
 
-constexpr int64_t kRankRowsPerTask = 8;
+constexpr int64_t kRankRowsPerTask = 16;  // a packed bf16 panel
 constexpr int64_t kColumnsPerTask = 256;
 
-// Task i of a loop cut into per-segment blocks: its segment and block (a linear scan: a step
-// has a handful of segments).
-std::pair<size_t, int64_t> Locate(const std::vector<int64_t>& first_task, int64_t i) {
-  const size_t s = size_t(std::upper_bound(first_task.begin(), first_task.end(), i) - first_task.begin()) - 1;
-  return {s, i - first_task[s]};
+// Runs fn(segment, block) for every block of every segment (blocks_of(segment) each) as one
+// parallel loop.
+template <class Blocks, class Fn>
+void ForEachBlock(std::span<const LoraSegment> segments, std::vector<int64_t>& first_task, Blocks blocks_of, Fn fn,
+                  ThreadPool& pool) {
+  first_task.clear();
+  int64_t tasks = 0;
+  for (const LoraSegment& s : segments) {
+    first_task.push_back(tasks);
+    tasks += blocks_of(s);
+  }
+  pool.ParallelForDynamic(tasks, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const size_t si = size_t(std::upper_bound(first_task.begin(), first_task.end(), i) - first_task.begin()) - 1;
+      fn(si, i - first_task[si]);
+    }
+  });
 }
 
 }  // namespace
 
-void ApplyLoraSegments(std::span<const LoraSegment> segments, const float* x, float* y, LoraScratch& scratch,
-                       ThreadPool& pool) {
+void ApplyLoraSegments(std::span<const LoraSegment> segments, const float* x, LoraScratch& scratch, ThreadPool& pool) {
   if (segments.empty()) return;
-  const int64_t in = segments[0].a->cols, out = segments[0].b->rows;
-  int64_t rows_end = 0, max_rank = 0;
+  const int64_t in = segments[0].a->cols;
+  // Where each segment's shrunk rows (rows × r) and delta rows (rows × out) live.
+  scratch.shrunk_at.clear();
+  scratch.delta_at.clear();
+  int64_t shrunk_n = 0, delta_n = 0;
   for (const LoraSegment& s : segments) {
-    rows_end = std::max(rows_end, s.row + s.rows);
-    max_rank = std::max(max_rank, s.a->rows);
+    scratch.shrunk_at.push_back(shrunk_n);
+    scratch.delta_at.push_back(delta_n);
+    shrunk_n += s.rows * s.a->rows;
+    delta_n += s.rows * s.b->rows;
   }
-  // Segment s's shrunk rows live at row offset s.row (stride its rank), its delta rows likewise.
-  if (int64_t(scratch.shrunk.size()) < rows_end * max_rank) scratch.shrunk.resize(size_t(rows_end * max_rank));
-  if (int64_t(scratch.delta.size()) < rows_end * out) scratch.delta.resize(size_t(rows_end * out));
+  if (int64_t(scratch.shrunk.size()) < shrunk_n) scratch.shrunk.resize(size_t(shrunk_n));
+  if (int64_t(scratch.delta.size()) < delta_n) scratch.delta.resize(size_t(delta_n));
   float* shrunk = scratch.shrunk.data();
   float* delta = scratch.delta.data();
 
-  std::vector<int64_t> first_task;  // per segment, its first task of the loop at hand
-  int64_t tasks = 0;
-  for (const LoraSegment& s : segments) {
-    first_task.push_back(tasks);
-    tasks += (s.a->rows + kRankRowsPerTask - 1) / kRankRowsPerTask;
-  }
-  pool.ParallelForDynamic(tasks, 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      const auto [si, block] = Locate(first_task, i);
-      const LoraSegment& s = segments[si];
-      const int64_t r0 = block * kRankRowsPerTask, r1 = std::min(s.a->rows, r0 + kRankRowsPerTask);
-      MatMulRows(*s.a, x + s.row * in, s.rows, shrunk + s.row * max_rank, r0, r1);
-    }
-  });
-
-  first_task.clear();
-  tasks = 0;
-  const int64_t blocks = (out + kColumnsPerTask - 1) / kColumnsPerTask;
-  for (size_t s = 0; s < segments.size(); ++s) {
-    first_task.push_back(tasks);
-    tasks += blocks;
-  }
-  pool.ParallelForDynamic(tasks, 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      const auto [si, block] = Locate(first_task, i);
-      const LoraSegment& s = segments[si];
-      const int64_t c0 = block * kColumnsPerTask, c1 = std::min(out, c0 + kColumnsPerTask);
-      float* d = delta + s.row * out;
-      MatMulRows(*s.b, shrunk + s.row * max_rank, s.rows, d, c0, c1);
-      for (int64_t t = 0; t < s.rows; ++t) {
-        float* yt = y + (s.row + t) * out;
-        const float* dt = d + t * out;
-        for (int64_t c = c0; c < c1; ++c) yt[c] += dt[c];
-      }
-    }
-  });
+  ForEachBlock(
+      segments, scratch.first_task,
+      [](const LoraSegment& s) { return (s.a->rows + kRankRowsPerTask - 1) / kRankRowsPerTask; },
+      [&](size_t si, int64_t block) {
+        const LoraSegment& s = segments[si];
+        const int64_t r0 = block * kRankRowsPerTask, r1 = std::min(s.a->rows, r0 + kRankRowsPerTask);
+        MatMulRows(*s.a, x + s.row * in, s.rows, shrunk + scratch.shrunk_at[si], r0, r1);
+      },
+      pool);
+  ForEachBlock(
+      segments, scratch.first_task,
+      [](const LoraSegment& s) { return (s.b->rows + kColumnsPerTask - 1) / kColumnsPerTask; },
+      [&](size_t si, int64_t block) {
+        const LoraSegment& s = segments[si];
+        const int64_t out = s.b->rows, c0 = block * kColumnsPerTask, c1 = std::min(out, c0 + kColumnsPerTask);
+        float* d = delta + scratch.delta_at[si];
+        MatMulRows(*s.b, shrunk + scratch.shrunk_at[si], s.rows, d, c0, c1);
+        for (int64_t t = 0; t < s.rows; ++t) Add(d + t * out + c0, s.y + (s.row + t) * out + c0, c1 - c0);
+      },
+      pool);
 }
 
 }  // namespace gk

@@ -31,11 +31,9 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
   // Q, K and V read the same normed input: one parallel loop for the three (kernels/matmul.h).
   const WeightProduct qkv[] = {{&lw.q, q}, {&lw.k, k}, {&lw.v, v}};
   MatMulShared(std::span(qkv, own_kv ? (lw.v.empty() ? 2 : 3) : 1), xn, T, *pool_);
-  ApplyLora(l, LoraTarget::kQ, xn, q);
-  if (own_kv) {
-    ApplyLora(l, LoraTarget::kK, xn, k);
-    if (!lw.v.empty()) ApplyLora(l, LoraTarget::kV, xn, v);
-  }
+  if (!own_kv) ApplyLora(l, {{LoraTarget::kQ, q}}, xn);
+  else if (lw.v.empty()) ApplyLora(l, {{LoraTarget::kQ, q}, {LoraTarget::kK, k}}, xn);
+  else ApplyLora(l, {{LoraTarget::kQ, q}, {LoraTarget::kK, k}, {LoraTarget::kV, v}}, xn);
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
       float* qt = q + t * N * H;
@@ -64,7 +62,7 @@ void GemmaModel::AttentionBlock(int l, int64_t T) {
   }
   Attend(l, T);
   MatMul(lw.o, s_->att.data(), T, s_->out.data(), *pool_);
-  ApplyLora(l, LoraTarget::kO, s_->att.data(), s_->out.data());
+  ApplyLora(l, {{LoraTarget::kO, s_->out.data()}}, s_->att.data());
   TpSum(s_->out.data(), T * c.hidden_size);  // o is row-parallel: each rank's heads' share
 }
 

@@ -19,13 +19,12 @@ void GemmaModel::FeedForwardBlock(int l, int64_t T) {
   RmsNormRows(s_->x.data(), lw.pre_ffw_norm.data(), T, D, c.rms_norm_eps, s_->xn.data());
   const WeightProduct gate_up[] = {{&lw.gate, s_->gate.data()}, {&lw.up, s_->up.data()}};
   MatMulShared(gate_up, s_->xn.data(), T, *pool_);
-  ApplyLora(l, LoraTarget::kGate, s_->xn.data(), s_->gate.data());
-  ApplyLora(l, LoraTarget::kUp, s_->xn.data(), s_->up.data());
+  ApplyLora(l, {{LoraTarget::kGate, s_->gate.data()}, {LoraTarget::kUp, s_->up.data()}}, s_->xn.data());
   pool_->ParallelFor(T * F, [&](int64_t b, int64_t e, int) {
     GeluTanhMul(s_->gate.data() + b, s_->up.data() + b, e - b, s_->gate.data() + b);
   });
   MatMul(lw.down, s_->gate.data(), T, s_->out.data(), *pool_);
-  ApplyLora(l, LoraTarget::kDown, s_->gate.data(), s_->out.data());
+  ApplyLora(l, {{LoraTarget::kDown, s_->out.data()}}, s_->gate.data());
   TpSum(s_->out.data(), T * D);  // down is row-parallel: each rank's MLP columns' share
   if (c.enable_moe_block) MoeBlock(l, T);
 }

@@ -330,14 +330,16 @@ void GemmaModel::RunPaged(std::span<const PagedBatchItem> items, PagedKvPool& po
   if (rows > 0) Logits(rows, s_->xn.data(), logits);
 }
 
-void GemmaModel::ApplyLora(int l, LoraTarget t, const float* x, float* y) {
+void GemmaModel::ApplyLora(int l, std::initializer_list<LoraOutput> outputs, const float* x) {
   if (lora_runs_.empty()) return;
   lora_segments_.clear();
-  for (const LoraRun& run : lora_runs_) {
-    const LoraWeights::Factors* f = run.lora->Find(l, t);
-    if (f != nullptr) lora_segments_.push_back({run.row, run.rows, &f->a, &f->b});
+  for (const LoraOutput& o : outputs) {
+    for (const LoraRun& run : lora_runs_) {
+      const LoraWeights::Factors* f = run.lora->Find(l, o.target);
+      if (f != nullptr) lora_segments_.push_back({run.row, run.rows, &f->a, &f->b, o.y});
+    }
   }
-  ApplyLoraSegments(lora_segments_, x, y, lora_scratch_, *pool_);
+  ApplyLoraSegments(lora_segments_, x, lora_scratch_, *pool_);
 }
 
 void GemmaModel::Logits(int64_t rows, const float* h, float* logits) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -125,9 +126,14 @@ class GemmaModel {
   void MoeBlock(int l, int64_t T);
   void PerLayerInputBlock(int l, int64_t T);
   void Logits(int64_t rows, const float* h, float* logits);
-  // y (T rows of `out`) += the LoRA deltas of projection (l, t) of the paged batch's adapted
-  // rows, from that projection's input x (T rows of `in`). Nothing when no item has an adapter.
-  void ApplyLora(int l, LoraTarget t, const float* x, float* y);
+  // The LoRA deltas of the paged batch's adapted rows for projections of layer l that read the
+  // same input x (T rows): each target's output (T rows of its width) += its delta. Nothing
+  // when no item has an adapter.
+  struct LoraOutput {
+    LoraTarget target;
+    float* y;
+  };
+  void ApplyLora(int l, std::initializer_list<LoraOutput> outputs, const float* x);
   // Tensor parallelism: x ← Σ over the group of x (partial products of row-parallel matrices).
   void TpSum(float* x, int64_t n);
   // Logits of this rank's vocabulary rows (local, rows × vocab_.rows) gathered into whole rows.

@@ -25,7 +25,7 @@ LoraRegistry::LoraRegistry(std::string base_dir, ModelConfig config, std::string
     : base_dir_(std::move(base_dir)), config_(std::move(config)), prefix_(std::move(prefix)), options_(std::move(options)) {}
 
 Result<std::shared_ptr<const LoraWeights>> LoraRegistry::Load(const LoraLocation& where) const {
-  return LoadLoraWeights(where, base_dir_, config_, prefix_, options_.max_lora_rank);
+  return LoadLoraWeights(where, base_dir_, config_, prefix_, options_.max_lora_rank, options_.storage);
 }
 
 Status LoraRegistry::Add(const std::string& name, const LoraLocation& given, bool confined) {

@@ -29,6 +29,7 @@ struct LoraRegistryOptions {
   int max_cpu_loras = 1;    // adapters kept loaded (more while requests hold them)
   int max_lora_rank = 16;   // vLLM's default; a higher rank is refused
   std::string root;         // Add(..., confined = true) reads only under it; "" = anywhere
+  DType storage = DType::kF32;  // the factors' dtype: the base model's (LoraWeights)
 };
 
 class LoraRegistry {
