@@ -270,8 +270,10 @@ void HttpServer::HandleLoadLora(const httplib::Request& req, httplib::Response& 
   if (loras.Has(name)) {
     return SendError(res, ApiError::BadRequest(StrCat("The lora adapter '", name, "' has already been loaded.")));
   }
-  // No alpha= here: the path is the path (a Qwix item takes the rank as alpha, scaling 1).
-  if (Status st = loras.Add(name, LoraLocation{path, 0}, /*confined=*/true); !st.ok()) {
+  // As --lora: "PATH:alpha=A" gives a Qwix item's alpha.
+  auto where = ParseLoraLocation(path);
+  if (!where.ok()) return SendError(res, ApiError::BadRequest(where.message(), "lora_path"));
+  if (Status st = loras.Add(name, *where, /*confined=*/true); !st.ok()) {
     return SendError(res, ApiError::BadRequest(st.message(), "lora_path"));
   }
   std::fprintf(stderr, "gemmakit serve: loaded LoRA adapter '%s' from %s\n", name.c_str(), path.c_str());

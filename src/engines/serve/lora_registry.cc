@@ -8,7 +8,8 @@ namespace gk {
 Result<std::string> PathUnderRoot(const std::string& path, const std::string& root) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path root_path = fs::weakly_canonical(fs::absolute(root, ec), ec);
+  fs::path root_path = fs::absolute(root, ec);
+  if (!ec) root_path = fs::weakly_canonical(root_path, ec);
   if (ec) return Status::Error(StrCat("--lora-root ", root, ": ", ec.message()));
   fs::path p(path);
   if (p.is_relative()) p = root_path / p;
@@ -73,7 +74,9 @@ Result<EngineLora> LoraRegistry::Acquire(const std::string& name) {
     lock.lock();
     e->loading = false;
     loaded_cv_.notify_all();
-    if (!weights.ok()) return Status::Error(StrCat("LoRA adapter '", name, "' could not be read again: ", weights.message()));
+    if (!weights.ok()) {
+      return Status::Error(StrCat("LoRA adapter '", name, "' could not be read again: ", weights.message()));
+    }
     e->weights = std::move(*weights);
   }
   e->last_used = ++clock_;
