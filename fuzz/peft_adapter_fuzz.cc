@@ -1,12 +1,13 @@
 // libFuzzer target for PEFT adapters: adapter_config.json NUL adapter_model.safetensors, read
 // by the trainer (LoraAdapter::LoadPeft, src/model/train/lora.h) and by merge
-// (OpenPeftLoraSource, src/tools/bridge/lora_source.h) against a tiny Gemma 4 config; every
-// module's factors are then read.
+// (OpenPeftLoraSource, src/model/lora_source.h) against a tiny Gemma 4 config; every
+// module's factors are then read, and the source checked against the model as a server checks
+// a Qwix item's (LoraAdapter::FromSource).
 #include <cstdint>
 
+#include "model/lora_source.h"
 #include "model/train/lora.h"
 #include "tiny_config.h"
-#include "tools/bridge/lora_source.h"
 
 using namespace gk;
 
@@ -22,9 +23,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     fuzz::Check(!a.message().empty());
   }
-  auto src = bridge::OpenPeftLoraSource(dir);
+  auto src = OpenPeftLoraSource(dir);
   if (!src.ok()) return 0;
   (void)(*src)->Describe();
+  auto checked = LoraAdapter::FromSource(**src, fuzz::TinyConfig(), "model.language_model.");
+  fuzz::Check(checked.ok() ? checked->ParameterCount() > 0 : !checked.message().empty());
   for (const std::string& m : (*src)->Modules()) {
     auto f = (*src)->Factors(m);
     if (f.ok()) fuzz::Check(int64_t(f->a.size()) == f->rank * f->in && int64_t(f->b.size()) == f->out * f->rank);
