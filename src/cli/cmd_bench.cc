@@ -122,6 +122,7 @@ int RunBench(int argc, char** argv) {
     return 0;
   }
   engine.Apply();
+  if (Status st = engine.CheckDevice(); !st.ok()) return Fail(st);
   o.threads = engine.threads;
   o.load_mode = mmap ? WeightLoadMode::kMmap : WeightLoadMode::kCopy;
   o.quantize = engine.Quantize();

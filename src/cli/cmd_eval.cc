@@ -67,6 +67,7 @@ int RunEvalVerilog(int argc, char** argv) {
   engine_flags.AddTo(app, /*tensor_parallel=*/false);
   CLI11_PARSE(app, argc, argv);
   engine_flags.Apply();
+  if (Status st = engine_flags.CheckDevice(); !st.ok()) return Fail(st);
   o.ks.clear();
   for (const auto& k : SplitCommas(ks)) {
     char* end = nullptr;

@@ -36,6 +36,7 @@ int RunGenerate(int argc, char** argv) {
   engine.AddTo(app);
   CLI11_PARSE(app, argc, argv);
   engine.Apply();
+  if (Status st = engine.CheckDevice(); !st.ok()) return Fail(st);
   if (prompt.empty() && chat.empty()) return Fail("give --prompt TEXT or --chat TEXT");
   auto tp = engine.TensorParallelGroup();  // every rank runs the same steps on its share
   if (!tp.ok()) return Fail(tp.status());

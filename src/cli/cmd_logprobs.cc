@@ -31,6 +31,7 @@ int RunLogprobs(int argc, char** argv) {
   engine.AddTo(app);
   CLI11_PARSE(app, argc, argv);
   engine.Apply();
+  if (Status st = engine.CheckDevice(); !st.ok()) return Fail(st);
   if (text.empty() && tokens_arg.empty()) return Fail("give --text TEXT or --tokens ID,ID,...");
   auto tp = engine.TensorParallelGroup();  // every rank runs the same passes on its share
   if (!tp.ok()) return Fail(tp.status());

@@ -153,6 +153,7 @@ int RunServe(int argc, char** argv) {
     return Fail(e.what());
   }
   engine_flags.Apply();
+  if (Status st = engine_flags.CheckDevice(); !st.ok()) return Fail(st);
 
   auto kv_dtype = server::ParseKvCacheDType(kv_dtype_name);
   if (!kv_dtype.ok()) return Fail(kv_dtype.status());

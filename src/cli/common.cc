@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "dist/communicator.h"
+#include "kernels/device.h"
 #include "kernels/matmul.h"
 #include "util/guarded_parse.h"
 
@@ -50,6 +51,7 @@ Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir) {
 }
 
 void EngineFlags::AddTo(CLI::App& app, bool tensor_parallel) {
+  app.add_option("--device", device, "where the model runs: cpu (default), cuda or cuda:N (`gemmakit devices` lists them)");
   app.add_option("--threads", threads, "worker threads (0 = all cores)");
   app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
       ->check(CLI::IsMember({"none", "q8_0"}));
@@ -73,6 +75,16 @@ void EngineFlags::Apply() const {
 }
 
 QuantType EngineFlags::Quantize() const { return *ParseQuantType(quantize); }
+
+Status EngineFlags::CheckDevice() const {
+  GK_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(device));
+  GK_RETURN_IF_ERROR(CheckDeviceAvailable(spec));
+  if (spec.kind == DeviceKind::kCuda) {
+    return Status::Error(StrCat("--device ", spec.ToString(), ": the CUDA model runner is not written yet (issue "
+                                "\"CUDA backend\"); models run on the CPU (--device cpu)"));
+  }
+  return Status::Ok();
+}
 
 Result<TensorParallel> EngineFlags::TensorParallelGroup() const {
   if (tp < 1) return Status::Error(StrCat("--tp must be at least 1, got ", tp));

@@ -31,6 +31,7 @@ Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir);
 // --bf16-activations split|round. Apply() after parsing sets the process-wide kernel mode:
 // the flag's, else $GEMMAKIT_BF16_ACTIVATIONS's, else round.
 struct EngineFlags {
+  std::string device = "cpu";
   int threads = 0;
   std::string quantize = "none";
   std::string activations;
@@ -38,6 +39,9 @@ struct EngineFlags {
   void AddTo(CLI::App& app, bool tensor_parallel = true);
   void Apply() const;
   QuantType Quantize() const;
+  // --device cpu | cuda | cuda:N: one clear line when the device cannot run the model here (no
+  // CUDA build, no device, too old a GPU; and, until the CUDA model runner exists, any GPU).
+  Status CheckDevice() const;
   // --tp N: every rank of `mpirun -np N` holds 1/N of the model (model/tensor_parallel.h). Ranks
   // other than 0 then print nothing on stdout, and an error on any rank ends them all (Fail).
   // A run under mpirun without --tp, or with another rank count, is refused.
@@ -68,5 +72,6 @@ int RunConvert(int argc, char** argv);  // convert --from hf --to gguf (cmd_conv
 int RunReport(int argc, char** argv);   // report RUN_DIR... --out report.html (cmd_report.cc)
 int RunCost(int argc, char** argv);     // cost: training/serving $ and TCO; cost --paper (cmd_cost.cc)
 int RunPlan(int argc, char** argv);     // plan: sharding, memory per device, roofline (cmd_plan.cc)
+int RunDevices(int argc, char** argv);  // devices: the CPU and the CUDA devices (cmd_devices.cc)
 
 }  // namespace gk::cli

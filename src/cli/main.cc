@@ -14,6 +14,7 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"devices", "the CPU and the CUDA devices models can run on (--device cpu|cuda|cuda:N)", gk::cli::RunDevices},
     {"init", "write a model with seeded random weights in Hugging Face layout", gk::cli::RunInit},
     {"generate", "generate text from a prompt or a chat message", gk::cli::RunGenerate},
     {"logprobs", "per-position log-probabilities and argmax of a text or token list", gk::cli::RunLogprobs},

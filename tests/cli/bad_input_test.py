@@ -187,6 +187,9 @@ def bad_tokenizer(d):
 
 TOKENS = ["--tokens", "2,10,11,12,13,14,15,16,17,18,19,20"]
 CASES = [
+    # No usable GPU here (no CUDA build, no device, or the runner not written yet): one line.
+    ("--device cuda without a usable GPU", None, TOKENS + ["--device", "cuda"], "--device cuda:0: "),
+    ("--device not a device", None, TOKENS + ["--device", "gpu"], "is not cpu, cuda or cuda:N"),
     ("truncated safetensors", truncate, TOKENS, "safetensors"),
     ("header length past the end", header_past_end, TOKENS, "header"),
     ("overlapping offsets", overlapping, TOKENS, "overlap"),
@@ -285,6 +288,18 @@ def eval_compare_bad(root, model):
     return ["eval", "compare", os.path.dirname(a), os.path.dirname(a)]
 
 
+def generate_on_cuda(root, model):
+    return ["generate", "--model", model, "--prompt", "x", "--device", "cuda:1"]
+
+
+def serve_on_cuda(root, model):
+    return ["serve", "--model", model, "--port", "0", "--device", "cuda"]
+
+
+def bench_model_on_cuda(root, model):
+    return ["bench", "model", "--model", model, "--device", "cuda"]
+
+
 def report_bad_run_json(root, model):
     a = write(os.path.join(root, "run_a", "run.json"), '{"label": "a", "price_per_hour": 1e999}')
     b = write(os.path.join(root, "run_b", "run.json"), '{"label": "b"}')
@@ -302,6 +317,9 @@ CMD_CASES = [
     ("bench compare result number too large", bench_compare_bad, "a.json: not valid JSON: number overflow"),
     ("eval compare summary number too large", eval_compare_bad, "summary.json: not valid JSON: number overflow"),
     ("report run.json number too large", report_bad_run_json, "run.json: not valid JSON: number overflow"),
+    ("generate --device cuda:1 without a usable GPU", generate_on_cuda, "--device cuda:1: "),
+    ("serve --device cuda without a usable GPU", serve_on_cuda, "--device cuda:0: "),
+    ("bench model --device cuda without a usable GPU", bench_model_on_cuda, "--device cuda:0: "),
 ]
 
 
