@@ -170,8 +170,15 @@ Result<LoraAdapter> LoraAdapter::FromSource(const LoraSource& source, const Mode
   const std::vector<std::string> names = source.Modules();
   if (names.empty()) return Status::Error(StrCat(source.Describe(), ": no LoRA modules"));
   GK_ASSIGN_OR_RETURN(LoraFactors first, source.Factors(names.front()));
+  // Create allocates rank x (in + out) floats per module before the factors are checked: the
+  // rank is bounded first, as LoadPeft bounds "r".
+  const int64_t max_rank = std::max<int64_t>({c.hidden_size, int64_t(c.num_heads) * c.MaxHeadDim(),
+                                              2 * int64_t(c.intermediate_size)});
+  if (first.rank < 1 || first.rank > max_rank) {
+    return Status::Error(StrCat(source.Describe(), ": rank ", first.rank, " is not in [1, ", max_rank, "] for this model"));
+  }
   LoraOptions o;
-  o.rank = int(std::min<int64_t>(first.rank, 1 << 30));
+  o.rank = int(first.rank);
   o.alpha = double(source.scaling()) * double(first.rank);
   o.target_list = names;
   GK_ASSIGN_OR_RETURN(LoraAdapter a, Create(c, prefix, o));
