@@ -13,6 +13,7 @@
 #include "model/lora_weights.h"
 #include "model/paged_kv.h"
 #include "model/toy_models_test_util.h"
+#include "model/train/lora_test_util.h"
 #include "model/weights.h"
 #include "tools/bridge/convert.h"
 #include "tools/bridge/merge.h"
@@ -31,20 +32,33 @@ LoraAdapter RandomAdapter(const ModelConfig& c, const std::string& prefix, int r
   LoraOptions o;
   o.rank = rank;
   o.alpha = 2.0 * rank;
-  auto a = LoraAdapter::Create(c, prefix, o);
-  EXPECT_TRUE(a.ok()) << a.message();
-  a->InitPeft(seed);
-  std::mt19937_64 rng(seed + 1);
-  std::normal_distribution<float> nd(0.f, 0.2f);
-  for (LoraModule& m : a->modules()) {
-    for (float& v : m.b) v = nd(rng);
-  }
-  for (LoraModule& m : a->modules()) {
+  LoraAdapter a = RandomLoraAdapter(c, prefix, o, seed, 0.2f);
+  for (LoraModule& m : a.modules()) {
     const LoraTarget shares = m.target == LoraTarget::kV ? LoraTarget::kK : m.target == LoraTarget::kUp ? LoraTarget::kGate : m.target;
-    if (shares != m.target) m.a = a->Find(m.layer, shares)->a;
+    if (shares != m.target) m.a = a.Find(m.layer, shares)->a;
   }
-  return std::move(*a);
+  return a;
 }
+
+// A toy base model on disk with its tensor prefix, and a scratch directory for adapters; both
+// removed at the end.
+struct ToyBase {
+  ModelConfig config;
+  std::string base, work, prefix;
+  ToyBase(const std::string& preset, const std::string& name, DType dtype, uint64_t seed)
+      : config(ToyConfig(preset, 6)) {
+    base = WriteToyModel(config, "gk_lora_" + name + "_base", dtype, seed);
+    auto w = LoadWeights(base, config);
+    EXPECT_TRUE(w.ok()) << w.message();
+    if (w.ok()) prefix = w->prefix;
+    work = TestTempDir("gk_lora_" + name + "_work");
+    fs::remove_all(work);
+  }
+  ~ToyBase() {
+    fs::remove_all(work);
+    fs::remove_all(base);
+  }
+};
 
 std::unique_ptr<GemmaModel> Load(const std::string& dir, ThreadPool* threads) {
   auto m = GemmaModel::Load(dir, threads);
@@ -130,22 +144,20 @@ class LoraForward : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LoraForward, MixedBatchMatchesMergedModels) {
   const std::string preset = GetParam();
-  const ModelConfig c = ToyConfig(preset, 6);
-  const std::string base = WriteToyModel(c, "gk_lora_fwd_base_" + preset, DType::kF32, 11);
-  auto w = LoadWeights(base, c);
-  ASSERT_TRUE(w.ok()) << w.message();
-  const std::string work = TestTempDir("gk_lora_fwd_work_" + preset);
-  fs::remove_all(work);
+  ToyBase t(preset, "fwd_" + preset, DType::kF32, 11);
+  const ModelConfig& c = t.config;
+  const std::string &base = t.base, &work = t.work, &prefix = t.prefix;
   std::vector<std::string> merged;
   std::vector<std::shared_ptr<const LoraWeights>> adapters;
   for (int k = 0; k < 2; ++k) {
     const std::string dir = StrCat(work, "/adapter", k), out = StrCat(work, "/merged", k);
-    ASSERT_TRUE(RandomAdapter(c, w->prefix, 4 + 4 * k, 20 + uint64_t(k)).SavePeft(dir, base).ok());
+    ASSERT_TRUE(RandomAdapter(c, prefix, 4 + 4 * k, 20 + uint64_t(k)).SavePeft(dir, base).ok());
     auto src = OpenPeftLoraSource(dir);
     ASSERT_TRUE(src.ok()) << src.message();
-    ASSERT_TRUE(bridge::MergeLora(base, **src, out).ok());
+    const auto merged_report = bridge::MergeLora(base, **src, out);
+    ASSERT_TRUE(merged_report.ok()) << merged_report.message();
     merged.push_back(out);
-    auto lw = LoadLoraWeights({dir, 0}, base, c, w->prefix, 0);
+    auto lw = LoadLoraWeights({dir, 0}, base, c, prefix, 0);
     ASSERT_TRUE(lw.ok()) << lw.message();
     adapters.push_back(*lw);
   }
@@ -173,13 +185,11 @@ TEST_P(LoraForward, MixedBatchMatchesMergedModels) {
   // The same adapter as a Qwix item (Tunix layout, alpha given at load) serves the same logits.
   const auto converted = bridge::PeftToQwixOrbax(work + "/adapter0", base, work + "/qwix", 5);
   ASSERT_TRUE(converted.ok()) << converted.message();
-  auto qwix = LoadLoraWeights({work + "/qwix/5", 8.0}, base, c, w->prefix, 0);
+  auto qwix = LoadLoraWeights({work + "/qwix/5", 8.0}, base, c, prefix, 0);
   ASSERT_TRUE(qwix.ok()) << qwix.message();
   const Decoded q = Decode({base_model.get()}, {qwix->get()}, {prompts[0]}, 10);
   EXPECT_LT(RelErr(q.prompt_logits[0], mixed.prompt_logits[0]), 1e-6);
   EXPECT_EQ(q.tokens[0], mixed.tokens[0]);
-  fs::remove_all(work);
-  fs::remove_all(base);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, LoraForward, ::testing::Values("tiny", "tiny-e2b", "tiny-moe", "gemma3-270m"));
@@ -188,15 +198,12 @@ INSTANTIATE_TEST_SUITE_P(Presets, LoraForward, ::testing::Values("tiny", "tiny-e
 // the kernels): the logits stay within bf16 rounding of the f32-held adapter's, and the greedy
 // tokens of the tiny model are the same.
 TEST(LoraWeights, Bf16StorageMatchesF32WithinRounding) {
-  const ModelConfig c = ToyConfig("tiny", 6);
-  const std::string base = WriteToyModel(c, "gk_lora_bf16_base", DType::kBF16, 11);
-  auto w = LoadWeights(base, c);
-  ASSERT_TRUE(w.ok());
-  const std::string work = TestTempDir("gk_lora_bf16_work");
-  fs::remove_all(work);
-  ASSERT_TRUE(RandomAdapter(c, w->prefix, 4, 30).SavePeft(work + "/a", base).ok());
-  auto f32 = LoadLoraWeights({work + "/a", 0}, base, c, w->prefix, 0, DType::kF32);
-  auto bf16 = LoadLoraWeights({work + "/a", 0}, base, c, w->prefix, 0, DType::kBF16);
+  ToyBase t("tiny", "bf16", DType::kBF16, 11);
+  const ModelConfig& c = t.config;
+  const std::string &base = t.base, &work = t.work, &prefix = t.prefix;
+  ASSERT_TRUE(RandomAdapter(c, prefix, 4, 30).SavePeft(work + "/a", base).ok());
+  auto f32 = LoadLoraWeights({work + "/a", 0}, base, c, prefix, 0, DType::kF32);
+  auto bf16 = LoadLoraWeights({work + "/a", 0}, base, c, prefix, 0, DType::kBF16);
   ASSERT_TRUE(f32.ok() && bf16.ok());
   EXPECT_EQ((*bf16)->Find(0, LoraTarget::kQ)->a.rows, 16);  // rank 4 padded to a panel
   EXPECT_LT((*bf16)->bytes(), 3 * (*f32)->bytes());
@@ -215,45 +222,38 @@ TEST(LoraWeights, Bf16StorageMatchesF32WithinRounding) {
     EXPECT_GT(RelErr(none.prompt_logits[i], a.prompt_logits[i]), 20 * err) << "the adapter must matter more";
     EXPECT_EQ(a.tokens[i], b.tokens[i]) << i;
   }
-  fs::remove_all(work);
-  fs::remove_all(base);
 }
 
 TEST(LoraWeights, RefusesAdaptersThatDoNotFit) {
-  const ModelConfig c = ToyConfig("tiny", 6);
-  const std::string base = WriteToyModel(c, "gk_lora_fit_base", DType::kF32, 3);
-  auto w = LoadWeights(base, c);
-  ASSERT_TRUE(w.ok());
-  const std::string work = TestTempDir("gk_lora_fit_work");
-  fs::remove_all(work);
-  ASSERT_TRUE(RandomAdapter(c, w->prefix, 8, 1).SavePeft(work + "/r8", base).ok());
+  ToyBase t("tiny", "fit", DType::kF32, 3);
+  const ModelConfig& c = t.config;
+  const std::string &base = t.base, &work = t.work, &prefix = t.prefix;
+  ASSERT_TRUE(RandomAdapter(c, prefix, 8, 1).SavePeft(work + "/r8", base).ok());
   auto one_line = [](const Status& s) { return !s.ok() && s.message().find('\n') == std::string::npos; };
   // Rank above --max-lora-rank.
-  auto r = LoadLoraWeights({work + "/r8", 0}, base, c, w->prefix, 4);
+  auto r = LoadLoraWeights({work + "/r8", 0}, base, c, prefix, 4);
   EXPECT_TRUE(one_line(r.status()));
   EXPECT_NE(r.message().find("rank 8 is above --max-lora-rank 4"), std::string::npos) << r.message();
   // An adapter of another model (wider hidden size).
   ModelConfig wide = c;
   wide.hidden_size *= 2;
   const std::string wide_base = WriteToyModel(wide, "gk_lora_fit_wide", DType::kF32, 3);
-  ASSERT_TRUE(RandomAdapter(wide, w->prefix, 4, 1).SavePeft(work + "/wide", wide_base).ok());
-  r = LoadLoraWeights({work + "/wide", 0}, base, c, w->prefix, 0);
+  ASSERT_TRUE(RandomAdapter(wide, prefix, 4, 1).SavePeft(work + "/wide", wide_base).ok());
+  r = LoadLoraWeights({work + "/wide", 0}, base, c, prefix, 0);
   EXPECT_TRUE(one_line(r.status()));
   EXPECT_NE(r.message().find("has shape"), std::string::npos) << r.message();
   // Missing files, a corrupt safetensors, a path that is no adapter, alpha= on a PEFT adapter.
-  r = LoadLoraWeights({work + "/nothing", 0}, base, c, w->prefix, 0);
+  r = LoadLoraWeights({work + "/nothing", 0}, base, c, prefix, 0);
   EXPECT_NE(r.message().find("no such adapter directory"), std::string::npos) << r.message();
   fs::create_directories(work + "/empty");
-  r = LoadLoraWeights({work + "/empty", 0}, base, c, w->prefix, 0);
+  r = LoadLoraWeights({work + "/empty", 0}, base, c, prefix, 0);
   EXPECT_NE(r.message().find("neither a PEFT adapter"), std::string::npos) << r.message();
   EXPECT_TRUE(one_line(r.status()));
   fs::resize_file(work + "/r8/adapter_model.safetensors", 100);
-  r = LoadLoraWeights({work + "/r8", 0}, base, c, w->prefix, 0);
+  r = LoadLoraWeights({work + "/r8", 0}, base, c, prefix, 0);
   EXPECT_TRUE(one_line(r.status())) << r.message();
-  r = LoadLoraWeights({work + "/wide", 16}, base, c, w->prefix, 0);
+  r = LoadLoraWeights({work + "/wide", 16}, base, c, prefix, 0);
   EXPECT_NE(r.message().find("alpha= is for Qwix items"), std::string::npos) << r.message();
-  fs::remove_all(work);
-  fs::remove_all(base);
   fs::remove_all(wide_base);
 }
 

@@ -11,6 +11,7 @@
 
 #include "model/gemma_model.h"
 #include "model/toy_models_test_util.h"
+#include "model/train/lora_test_util.h"
 
 namespace gk {
 namespace {
@@ -50,16 +51,7 @@ LoraAdapter MakeAdapter(const Fixture& f, const std::string& prefix, uint64_t se
   o.rank = 4;
   o.alpha = 8;
   o.dropout = dropout;
-  auto a = LoraAdapter::Create(f.config, prefix, o);
-  EXPECT_TRUE(a.ok()) << a.message();
-  a->InitPeft(seed);
-  // A trained adapter has B != 0; give it one so that every path carries gradient.
-  std::mt19937_64 rng(seed + 1);
-  std::normal_distribution<float> nd(0.f, 0.05f);
-  for (LoraModule& m : a->modules()) {
-    for (float& v : m.b) v = nd(rng);
-  }
-  return std::move(*a);
+  return RandomLoraAdapter(f.config, prefix, o, seed, 0.05f);
 }
 
 TEST(TrainingModel, LogitsWithoutLoraEqualTheInferenceEngine) {

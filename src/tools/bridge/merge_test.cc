@@ -14,6 +14,7 @@
 #include "model/gemma_model.h"
 #include "model/toy_models_test_util.h"
 #include "model/train/lora.h"
+#include "model/train/lora_test_util.h"
 #include "model/train/training_model.h"
 
 namespace gk::bridge {
@@ -25,15 +26,7 @@ LoraAdapter RandomAdapter(const ModelConfig& c, const std::string& prefix, float
   LoraOptions o;
   o.rank = 4;
   o.alpha = 8;
-  auto a = LoraAdapter::Create(c, prefix, o);
-  EXPECT_TRUE(a.ok()) << a.message();
-  a->InitPeft(1);
-  std::mt19937_64 rng(2);
-  std::normal_distribution<float> nd(0.f, b_std);
-  for (LoraModule& m : a->modules()) {
-    for (float& v : m.b) v = nd(rng);
-  }
-  return std::move(*a);
+  return RandomLoraAdapter(c, prefix, o, 1, b_std);
 }
 
 std::vector<float> EngineLogits(const std::string& dir, const std::vector<int32_t>& tokens) {
