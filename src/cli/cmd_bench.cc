@@ -2,6 +2,8 @@
 // gemmakit bench model --model DIR [--threads N] [--prompt-len 512] [--gen-len 128] [--repeats 3]
 //                      [--mmap] [--json] [--quantize none|q8_0] [--batch 16] [--bf16-activations split|round]
 //                      [--tp N [--no-tp-baseline]]   (under mpirun -np N: tensor parallel)
+// gemmakit bench model --device cuda[:N] (--model DIR | --preset NAME [--num-layers N]) [--prompt-len 4096]
+//                      [--gen-len 128] [--batch 64] [--batch-prompt 128] [--repeats 3] [--json]
 // gemmakit bench train --model DIR --seq-len T [--rank 16] [--alpha 32] [--steps 3] [--remat | --compare-remat] [--full] [--precision bf16|f32]
 //                      [--compare-torch [--alternations 3] [--torch-dtypes bf16,fp32] [--torch-script PATH]]
 //                      [--threads N] [--json] [--targets q,k,v,o,gate,up,down] [--tp N (under mpirun -np N)]
@@ -13,6 +15,9 @@
 #include "cli/common.h"
 #include "dist/communicator.h"
 #include "tools/bench/model_bench.h"
+#ifdef GK_HAVE_CUDA
+#include "tools/bench/cuda/gpu_model_bench.h"
+#endif
 #include "tools/bench/torch_anchor.h"
 #include "tools/bench/train_bench.h"
 
@@ -36,7 +41,15 @@ int RunBench(int argc, char** argv) {
   ModelBenchOptions o;
   bool mmap = false, json = false;
   CLI::App* model = app.add_subcommand("model", "prefill and decode tokens/s of a checkpoint");
-  model->add_option("--model", o.model_dir, "model directory")->required();
+  std::string preset;
+  int num_layers = 0, batch_prompt = 128;
+  auto* model_opt = model->add_option("--model", o.model_dir, "model directory");
+  model->add_option("--preset", preset, "--device cuda: a preset's shape with random bf16 weights made on the GPU "
+                                        "(no checkpoint), e.g. 31b")
+      ->excludes(model_opt);
+  model->add_option("--num-layers", num_layers, "with --preset: its first N layers only")->check(CLI::Range(1, 4096));
+  model->add_option("--batch-prompt", batch_prompt, "--device cuda: each batched sequence's prompt tokens")
+      ->check(CLI::Range(1, 1 << 20));
   model->add_option("--prompt-len", o.prompt_len, "prefill tokens")->check(CLI::Range(1, 1 << 20));
   model->add_option("--gen-len", o.gen_len, "decoded tokens")->check(CLI::Range(1, 1 << 20));
   model->add_option("--repeats", o.repeats, "runs; medians are reported")->check(CLI::Range(1, 100));
@@ -46,6 +59,9 @@ int RunBench(int argc, char** argv) {
       ->check(CLI::Range(0, 4096));
   EngineFlags engine;
   engine.AddTo(*model);
+  model->add_option("--gpu-memory-utilization", engine.gpu_memory_utilization,
+                    "--device cuda: the share of the GPU's memory weights, activations and KV cache may take")
+      ->check(CLI::Range(0.01, 1.0));
   bool no_baseline = false;
   model->add_flag("--no-tp-baseline", no_baseline,
                   "with --tp: skip the whole model on rank 0 alone (the scaling figure), for a model one rank cannot hold");
@@ -123,6 +139,33 @@ int RunBench(int argc, char** argv) {
   }
   engine.Apply();
   if (Status st = engine.CheckDevice(); !st.ok()) return Fail(st);
+  if (o.model_dir.empty() && preset.empty()) return Fail("bench model needs --model DIR (or, with --device cuda, --preset NAME)");
+  if (engine.device != "cpu") {
+#ifdef GK_HAVE_CUDA
+    GpuModelBenchOptions g;
+    g.model_dir = o.model_dir;
+    g.preset = preset;
+    g.num_layers = num_layers;
+    g.device = ParseDeviceSpec(engine.device)->index;
+    // The GPU figures' defaults are the issue's: a 4,096-token prefill and the 64-prompt burst.
+    g.prompt_len = model->count("--prompt-len") ? o.prompt_len : 4096;
+    g.gen_len = o.gen_len;
+    g.batch = model->count("--batch") ? o.batch : 64;
+    g.batch_prompt = batch_prompt;
+    g.repeats = o.repeats;
+    g.gpu_memory_utilization = engine.gpu_memory_utilization;
+    auto r = RunGpuModelBench(g);
+    if (!r.ok()) return Fail(r.status());
+    std::printf("%s", json ? (r->dump() + "\n").c_str() : FormatGpuModelBench(*r).c_str());
+    return 0;
+#else
+    return Fail("this gemmakit was built without the CUDA backend");
+#endif
+  }
+  if (!preset.empty()) {
+    return Fail(StrCat("--preset runs on --device cuda only; for the CPU write the model first: gemmakit init --preset ",
+                       preset, " --out DIR"));
+  }
   o.threads = engine.threads;
   o.load_mode = mmap ? WeightLoadMode::kMmap : WeightLoadMode::kCopy;
   o.quantize = engine.Quantize();

@@ -121,7 +121,7 @@ int RunEvalVerilog(int argc, char** argv) {
     pool = std::make_unique<ThreadPool>(engine_flags.threads);
     ModelLoadOptions lo;
     lo.quantize = engine_flags.Quantize();
-    auto m = GemmaModel::Load(model, pool.get(), lo);
+    auto m = engine_flags.LoadRunner(model, pool.get(), lo);
     if (!m.ok()) return Fail(m.status());
     const ModelConfig config = (*m)->config();
     EngineOptions eo;

@@ -47,7 +47,7 @@ int RunGenerate(int argc, char** argv) {
   ModelLoadOptions lo;
   lo.quantize = engine.Quantize();
   lo.tp = *tp;
-  auto model = GemmaModel::Load(model_dir, &pool, lo);
+  auto model = engine.LoadRunner(model_dir, &pool, lo);
   if (!model.ok()) return Fail(model.status());
   const ModelConfig& config = (*model)->config();
 
@@ -82,11 +82,11 @@ int RunGenerate(int argc, char** argv) {
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (!stats.ok()) return Fail(stats.status());
-  std::fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s | generation: %lld tokens, %.1f tokens/s (%d threads)\n",
+  std::fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s | generation: %lld tokens, %.1f tokens/s (%s)\n",
                (long long)stats->prompt_tokens, double(stats->prompt_tokens) / std::max(1e-9, stats->prefill_seconds),
                (long long)stats->generated_tokens,
                stats->decode_steps > 0 ? double(stats->decode_steps) / std::max(1e-9, stats->decode_seconds) : 0.0,
-               pool.size());
+               (*model)->device() == "cpu" ? StrCat(pool.size(), " threads").c_str() : (*model)->device().c_str());
   return 0;
 }
 

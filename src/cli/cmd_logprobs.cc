@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "cli/common.h"
+#include "engines/generate/single_sequence.h"
 #include "formats/npy.h"
 #include "kernels/ops.h"
 #include "model/gemma_model.h"
@@ -60,7 +61,7 @@ int RunLogprobs(int argc, char** argv) {
   lo.max_chunk = int(chunk > 0 ? chunk : std::min<int64_t>(n, 512));
   lo.quantize = engine.Quantize();
   lo.tp = *tp;
-  auto model = GemmaModel::Load(model_dir, &pool, lo);
+  auto model = engine.LoadRunner(model_dir, &pool, lo);
   if (!model.ok()) return Fail(model.status());
   const int64_t V = config->vocab_size;
   std::optional<NpyWriter> npy;
@@ -69,13 +70,14 @@ int RunLogprobs(int argc, char** argv) {
     if (!w.ok()) return Fail(w.status());
     npy.emplace(std::move(*w));
   }
-  KvCache cache = (*model)->NewKvCache(n);
+  auto seq = SingleSequence::Create(**model, n);
+  if (!seq.ok()) return Fail(seq.status());
   const int64_t step = (*model)->max_chunk();
   std::vector<float> logits(size_t(step * V));
   nlohmann::json logprobs = nlohmann::json::array(), argmax = nlohmann::json::array();
   for (int64_t b = 0; b < n; b += step) {
     const int64_t len = std::min(step, n - b);
-    Status s = (*model)->Forward({ids.data() + b, size_t(len)}, cache, LogitsMode::kAll, logits.data());
+    Status s = seq->Forward({ids.data() + b, size_t(len)}, LogitsMode::kAll, logits.data());
     if (!s.ok()) return Fail(s);
     for (int64_t i = 0; i < len; ++i) {
       const float* row = logits.data() + i * V;

@@ -88,8 +88,9 @@ int RunServe(int argc, char** argv) {
   app.add_option("--kv-cache-dtype", kv_dtype_name, "auto, f32, f16, bf16, fp8 (= fp8_e4m3), fp8_e4m3, fp8_e5m2");
   auto* mem = app.add_option("--kv-cache-memory", kv_memory, "KV cache size in bytes (suffixes: 2GiB, 512MiB, 1.5G)");
   auto* frac = app.add_option("--kv-cache-memory-fraction,--gpu-memory-utilization", kv_fraction,
-                              "fraction of physical RAM the server may use in all (weights + KV cache); the CPU "
-                              "analogue of vLLM's --gpu-memory-utilization")
+                              "fraction of memory the server may use in all (weights + KV cache): of physical RAM "
+                              "on the CPU, of the GPU's memory with --device cuda (default 0.9 there), as vLLM's "
+                              "--gpu-memory-utilization")
                    ->check(CLI::Range(0.0, 1.0));
   mem->excludes(frac);
   app.add_option("--block-size", eo.block_size, "tokens per KV block")->check(CLI::Range(1, 4096));
@@ -203,9 +204,17 @@ int RunServe(int argc, char** argv) {
   ModelLoadOptions lo;
   lo.quantize = engine_flags.Quantize();
   lo.tp = *tp;
-  auto model = GemmaModel::Load(model_dir, &pool, lo);
+  if (kv_fraction > 0) engine_flags.gpu_memory_utilization = kv_fraction;  // the GPU's share, on --device cuda
+  auto model = engine_flags.LoadRunner(model_dir, &pool, lo);
   if (!model.ok()) return Fail(model.status());
-  if (kv_fraction > 0) {
+  // Tensor parallelism and LoRA adapters are the CPU runner's (LoadRunner refuses --tp elsewhere).
+  GemmaModel* cpu_model = dynamic_cast<GemmaModel*>(model->get());
+  if (lora_on && cpu_model == nullptr) {
+    return Fail(StrCat("LoRA adapters are not supported on --device ", (*model)->device(), " yet: serve them on the CPU"));
+  }
+  if (kv_fraction > 0 && cpu_model == nullptr) {
+    // The runner sized its KV budget from --gpu-memory-utilization at load (kv_memory_budget).
+  } else if (kv_fraction > 0) {
     const uint64_t budget = uint64_t(double(server::PhysicalMemoryBytes()) * kv_fraction);
     const uint64_t used = server::ResidentBytes();
     if (budget <= used) {
@@ -218,9 +227,10 @@ int RunServe(int argc, char** argv) {
     Status st = tp->comm->Broadcast(std::as_writable_bytes(std::span<uint64_t>(&eo.kv_cache_bytes, 1)), 0);
     if (!st.ok()) return Fail(st);
     eo.tp_comm = tp->comm;
-    (*model)->set_logits_to_rank0_only(true);  // only rank 0's engine samples
+    cpu_model->set_logits_to_rank0_only(true);  // only rank 0's engine samples
     if (tp->rank != 0) {
-      st = ServeEngine::Follow(std::move(*model), eo);
+      model->release();
+      st = ServeEngine::Follow(std::unique_ptr<GemmaModel>(cpu_model), eo);
       return st.ok() ? 0 : Fail(st);
     }
   }
@@ -243,8 +253,8 @@ int RunServe(int argc, char** argv) {
   lro.max_lora_rank = max_lora_rank;
   lro.root = lora_root;
   // Adapters in the base model's dtype, as vLLM holds them: f32 for f32 weights, else bf16.
-  lro.storage = (*model)->weights().layers[0].q.dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
-  LoraRegistry lora_registry(model_dir, config, (*model)->weights().prefix, lro);
+  lro.storage = (*model)->default_kv_dtype() == DType::kF32 ? DType::kF32 : DType::kBF16;
+  LoraRegistry lora_registry(model_dir, config, cpu_model ? cpu_model->weights().prefix : "model.", lro);
   for (const auto& [name, where] : lora_specs) {
     if (std::find(served_names.begin(), served_names.end(), name) != served_names.end()) {
       return Fail(StrCat("--lora ", name, ": the name is the base model's"));

@@ -9,6 +9,7 @@
 
 #include "dist/communicator.h"
 #include "kernels/device.h"
+#include "model/load_runner.h"
 #include "kernels/matmul.h"
 #include "util/guarded_parse.h"
 
@@ -80,10 +81,21 @@ Status EngineFlags::CheckDevice() const {
   GK_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(device));
   GK_RETURN_IF_ERROR(CheckDeviceAvailable(spec));
   if (spec.kind == DeviceKind::kCuda) {
-    return Status::Error(StrCat("--device ", spec.ToString(), ": the CUDA model runner is not written yet (issue "
-                                "\"CUDA backend\"); models run on the CPU (--device cpu)"));
+    if (Quantize() != QuantType::kNone) {
+      return Status::Error(StrCat("--quantize runs on the CPU only; --device ", spec.ToString(), " takes bf16 or f32 weights"));
+    }
+    if (tp > 1) return Status::Error(StrCat("--tp runs on CPUs only; --device ", spec.ToString(), " runs on one GPU"));
   }
   return Status::Ok();
+}
+
+Result<std::unique_ptr<ModelRunner>> EngineFlags::LoadRunner(const std::string& model_dir, ThreadPool* pool,
+                                                             const ModelLoadOptions& lo) const {
+  RunnerOptions o;
+  GK_ASSIGN_OR_RETURN(o.device, ParseDeviceSpec(device));
+  o.cpu = lo;
+  o.gpu_memory_utilization = gpu_memory_utilization;
+  return LoadModelRunner(model_dir, pool, o);
 }
 
 Result<TensorParallel> EngineFlags::TensorParallelGroup() const {

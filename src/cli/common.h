@@ -10,6 +10,7 @@
 #include "engines/generate/stop_ids.h"
 #include "formats/tokenizer.h"
 #include "model/config.h"
+#include "model/load_runner.h"
 #include "model/quantize.h"
 #include "model/tensor_parallel.h"
 #include "util/result.h"
@@ -36,12 +37,16 @@ struct EngineFlags {
   std::string quantize = "none";
   std::string activations;
   int tp = 1;
+  double gpu_memory_utilization = 0.9;  // --device cuda: share of the GPU's memory (serve and bench model set it)
   void AddTo(CLI::App& app, bool tensor_parallel = true);
   void Apply() const;
   QuantType Quantize() const;
   // --device cpu | cuda | cuda:N: one clear line when the device cannot run the model here (no
-  // CUDA build, no device, too old a GPU; and, until the CUDA model runner exists, any GPU).
+  // CUDA build, no device, too old a GPU, a CPU-only flag with a GPU).
   Status CheckDevice() const;
+  // The model on --device (model/load_runner.h), lo's max_chunk and CPU options applied.
+  Result<std::unique_ptr<ModelRunner>> LoadRunner(const std::string& model_dir, ThreadPool* pool,
+                                                  const ModelLoadOptions& lo) const;
   // --tp N: every rank of `mpirun -np N` holds 1/N of the model (model/tensor_parallel.h). Ranks
   // other than 0 then print nothing on stdout, and an error on any rank ends them all (Fail).
   // A run under mpirun without --tp, or with another rank count, is refused.

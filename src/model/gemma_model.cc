@@ -108,16 +108,7 @@ Status GemmaModel::Forward(std::span<const int32_t> tokens, KvCache& cache, Logi
   return Status::Ok();
 }
 
-Status GemmaModel::CheckTokens(std::span<const int32_t> tokens) const {
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const int32_t id = tokens[i];
-    if (id < 0 || id >= config_.vocab_size) {
-      return Status::Error(StrCat("token id ", id, " at position ", i, " is outside the model's ",
-                                  config_.vocab_size, "-row embedding"));
-    }
-  }
-  return Status::Ok();
-}
+Status GemmaModel::CheckTokens(std::span<const int32_t> tokens) const { return CheckTokenIds(config_, tokens); }
 
 Status GemmaModel::ForwardBatch(std::span<const BatchItem> items, float* logits) {
   int64_t total = 0;
@@ -242,17 +233,12 @@ Status GemmaModel::ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPo
 }
 
 Status GemmaModel::CheckPagedPool(const PagedKvPool& pool) const {
-  const ModelConfig& c = config_;
-  bool same = pool.num_layers() == c.num_layers;
-  for (int l = 0; same && l < c.num_layers; ++l) {
-    same = pool.OwnsKv(l) == !c.IsKvShared(l) && pool.kv_heads(l) == c.KvHeads(l) && pool.head_dim(l) == c.HeadDim(l);
-  }
-  if (!same) return Status::Error("the paged KV pool was created for a model of another shape");
+  GK_RETURN_IF_ERROR(CheckPagedPoolShape(config_, pool));
+  if (!pool.on_host()) return Status::Error("the paged KV pool is in device memory; the CPU runner needs a host pool");
   return Status::Ok();
 }
 
 Status GemmaModel::CheckPagedItem(const PagedBatchItem& it, const PagedKvPool& pool) const {
-  if (it.seq == nullptr) return Status::Error("has no PagedSequence");
   if (it.lora != nullptr) {
     if (tp_.active()) return Status::Error("LoRA adapters are not supported under tensor parallelism");
     if (it.lora->num_layers() != config_.num_layers) {
@@ -260,31 +246,7 @@ Status GemmaModel::CheckPagedItem(const PagedBatchItem& it, const PagedKvPool& p
                                   config_.num_layers));
     }
   }
-  const PagedSequence& seq = *it.seq;
-  if (seq.num_tokens < 0) return Status::Error(StrCat("sequence has ", seq.num_tokens, " tokens"));
-  GK_RETURN_IF_ERROR(CheckTokens(it.tokens));
-  const int64_t n = int64_t(it.tokens.size()), bs = pool.block_size();
-  if (n == 0) return Status::Ok();
-  const int64_t first = seq.num_tokens, last = first + n - 1;
-  for (int g = 0; g < 2; ++g) {
-    if (!pool.HasGroup(KvGroup(g))) continue;
-    const char* name = g == int(KvGroup::kFull) ? "full-attention" : "sliding-window";
-    const std::span<const int32_t> table = seq.blocks[g];
-    if (int64_t(table.size()) <= last / bs) {
-      return Status::Error(StrCat("the ", name, " block table has ", table.size(), " blocks of ", bs,
-                                  " positions; position ", last, " needs block ", last / bs));
-    }
-    for (int64_t b = FirstVisible(g == int(KvGroup::kFull), first) / bs; b <= last / bs; ++b) {
-      const int32_t id = table[size_t(b)];
-      if (id < 0 || id >= pool.num_blocks(KvGroup(g))) {
-        return Status::Error(StrCat("the ", name, " block table's block ", b, " (positions ", b * bs, "..",
-                                    (b + 1) * bs - 1, ") is ", id, ", which is ",
-                                    id < 0 ? "freed but still visible" : "not a block of the pool",
-                                    " (the pool has ", pool.num_blocks(KvGroup(g)), ")"));
-      }
-    }
-  }
-  return Status::Ok();
+  return CheckPagedItemBlocks(config_, it, pool);
 }
 
 void GemmaModel::RunPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) {

@@ -16,6 +16,7 @@
 #include "model/config.h"
 #include "model/decoder_constants.h"
 #include "model/kv_cache.h"
+#include "model/model_runner.h"
 #include "model/quantize.h"
 #include "model/tensor_parallel.h"
 #include "model/train/lora.h"
@@ -26,11 +27,6 @@ namespace gk {
 
 struct ForwardScratch;
 class LoraWeights;           // model/lora_weights.h
-class PagedKvPool;           // model/paged_kv.h
-struct PagedBatchItem;
-struct PagedSequence;
-
-enum class LogitsMode { kNone, kLast, kAll };
 
 // One sequence's share of a batched forward pass: its new tokens, at positions
 // cache->num_tokens onwards, and which logit rows it wants back.
@@ -50,22 +46,27 @@ struct ModelLoadOptions {
   TensorParallel tp;
 };
 
-class GemmaModel {
+class GemmaModel final : public ModelRunner {
  public:
   static Result<std::unique_ptr<GemmaModel>> Load(const std::string& dir, ThreadPool* pool,
                                                   const ModelLoadOptions& options = {});
   // config: the rank's local config under tensor parallelism (ShardModelConfig), weights its share.
   GemmaModel(ModelConfig config, ModelWeights weights, ThreadPool* pool, int max_chunk, TensorParallel tp = {});
-  ~GemmaModel();
+  ~GemmaModel() override;
 
   // Under tensor parallelism: this rank's share (its heads and MLP width; the vocabulary whole).
-  const ModelConfig& config() const { return config_; }
+  const ModelConfig& config() const override { return config_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
   // Tensor parallelism where only rank 0 samples (serve --tp): every rank must set it alike;
   // the logits are then gathered to rank 0 alone, and the others' logits buffers are not written.
   void set_logits_to_rank0_only(bool on) { logits_to_rank0_only_ = on; }
   const ModelWeights& weights() const { return weights_; }
-  int max_chunk() const { return max_chunk_; }
+  int max_chunk() const override { return max_chunk_; }
+  std::string device() const override { return "cpu"; }
+  DType default_kv_dtype() const override { return KvCacheDType(weights_.layers[0].k.dtype); }
+  Result<std::unique_ptr<PagedKvPool>> NewPagedKvPool(const PagedKvOptions& o) override {
+    return PagedKvPool::Create(config_, o);
+  }
 
   // A cache for up to max_tokens positions.
   KvCache NewKvCache(int64_t max_tokens) const;
@@ -92,7 +93,7 @@ class GemmaModel {
   // Items with a LoRA adapter add its delta to each adapted projection of their tokens; items
   // next to each other with the same adapter form one segment (kernels/lora_segments.h), so a
   // caller that orders items by adapter gets the fewest.
-  Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits);
+  Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) override;
 
  private:
   // Per item of a paged batch, per KV group: the logical blocks its tokens attend over,
@@ -109,9 +110,7 @@ class GemmaModel {
   Status CheckPagedPool(const PagedKvPool& pool) const;
   Status CheckPagedItem(const PagedBatchItem& it, const PagedKvPool& pool) const;
   // The first position a token at `pos` sees (causal; sliding layers also windowed).
-  int64_t FirstVisible(bool full, int64_t pos) const {
-    return full ? 0 : std::max<int64_t>(0, pos - config_.sliding_window + 1);
-  }
+  int64_t FirstVisible(bool full, int64_t pos) const { return FirstVisiblePosition(config_, full, pos); }
   void RunBatch(std::span<const BatchItem> items, float* logits);
   void RunPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits);
   void RunDecoder(int64_t T);

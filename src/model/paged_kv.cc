@@ -20,7 +20,26 @@ uint64_t LayerBlockBytes(const ModelConfig& c, int l, int block_size, DType dtyp
 
 bool OwnsKvIn(const ModelConfig& c, int l, KvGroup g) { return !c.IsKvShared(l) && LayerKvGroup(c, l) == g; }
 
+class HostKvStorage final : public KvStorage {
+ public:
+  explicit HostKvStorage(size_t bytes) : buffer_(bytes) {}
+  std::byte* data() override { return buffer_.data(); }
+  size_t size() const override { return buffer_.size(); }
+  bool on_host() const override { return true; }
+
+ private:
+  KvBuffer buffer_;
+};
+
 }  // namespace
+
+Result<std::unique_ptr<KvStorage>> AllocateHostKvStorage(size_t bytes) {
+  try {
+    return std::unique_ptr<KvStorage>(new HostKvStorage(bytes));
+  } catch (const std::bad_alloc&) {
+    return Status::Error(StrCat("cannot allocate ", bytes, " bytes for the paged KV pool; use fewer blocks"));
+  }
+}
 
 uint64_t PagedKvPool::BlockBytes(const ModelConfig& c, KvGroup g, int block_size, DType dtype) {
   uint64_t bytes = 0;
@@ -30,7 +49,8 @@ uint64_t PagedKvPool::BlockBytes(const ModelConfig& c, KvGroup g, int block_size
   return bytes;
 }
 
-Result<std::unique_ptr<PagedKvPool>> PagedKvPool::Create(const ModelConfig& c, const PagedKvOptions& o) {
+Result<std::unique_ptr<PagedKvPool>> PagedKvPool::Create(const ModelConfig& c, const PagedKvOptions& o,
+                                                         const KvStorageAllocator& allocate) {
   using R = Result<std::unique_ptr<PagedKvPool>>;
   if (o.block_size < 1) return R::Error(StrCat("paged KV block size ", o.block_size, " must be at least 1"));
   if (!SupportedDType(o.dtype)) {
@@ -59,18 +79,14 @@ Result<std::unique_ptr<PagedKvPool>> PagedKvPool::Create(const ModelConfig& c, c
     offset[size_t(l)] = total;
     total += 2 * region[size_t(l)];
   }
-  try {
-    pool->storage_ = KvBuffer(size_t(total));
-  } catch (const std::bad_alloc&) {
-    return R::Error(StrCat("cannot allocate ", total, " bytes for the paged KV pool; use fewer blocks"));
-  }
+  GK_ASSIGN_OR_RETURN(pool->storage_, allocate(size_t(total)));
   pool->layers_.resize(size_t(c.num_layers));
   for (int l = 0; l < c.num_layers; ++l) {
     Layer& L = pool->layers_[size_t(l)];
     L.kv_heads = c.KvHeads(l);
     L.head_dim = c.HeadDim(l);
     if (c.IsKvShared(l)) continue;
-    L.k = pool->storage_.data() + offset[size_t(l)];
+    L.k = pool->storage_->data() + offset[size_t(l)];
     L.v = L.k + region[size_t(l)];
   }
   return R(std::move(pool));
@@ -81,6 +97,55 @@ void PagedKvPool::Write(int l, int32_t block, int slot, int head, const float* k
   const size_t off = RowOffset(L, block, head, slot);
   ConvertFromF32(dtype_, key, L.head_dim, L.k + off);  // as KvLayer::Write: rounded, saturating
   ConvertFromF32(dtype_, value, L.head_dim, L.v + off);
+}
+
+Status CheckTokenIds(const ModelConfig& c, std::span<const int32_t> tokens) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t id = tokens[i];
+    if (id < 0 || id >= c.vocab_size) {
+      return Status::Error(StrCat("token id ", id, " at position ", i, " is outside the model's ", c.vocab_size,
+                                  "-row embedding"));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckPagedPoolShape(const ModelConfig& c, const PagedKvPool& pool) {
+  bool same = pool.num_layers() == c.num_layers;
+  for (int l = 0; same && l < c.num_layers; ++l) {
+    same = pool.OwnsKv(l) == !c.IsKvShared(l) && pool.kv_heads(l) == c.KvHeads(l) && pool.head_dim(l) == c.HeadDim(l);
+  }
+  if (!same) return Status::Error("the paged KV pool was created for a model of another shape");
+  return Status::Ok();
+}
+
+Status CheckPagedItemBlocks(const ModelConfig& c, const PagedBatchItem& it, const PagedKvPool& pool) {
+  if (it.seq == nullptr) return Status::Error("has no PagedSequence");
+  const PagedSequence& seq = *it.seq;
+  if (seq.num_tokens < 0) return Status::Error(StrCat("sequence has ", seq.num_tokens, " tokens"));
+  GK_RETURN_IF_ERROR(CheckTokenIds(c, it.tokens));
+  const int64_t n = int64_t(it.tokens.size()), bs = pool.block_size();
+  if (n == 0) return Status::Ok();
+  const int64_t first = seq.num_tokens, last = first + n - 1;
+  for (int g = 0; g < 2; ++g) {
+    if (!pool.HasGroup(KvGroup(g))) continue;
+    const char* name = g == int(KvGroup::kFull) ? "full-attention" : "sliding-window";
+    const std::span<const int32_t> table = seq.blocks[g];
+    if (int64_t(table.size()) <= last / bs) {
+      return Status::Error(StrCat("the ", name, " block table has ", table.size(), " blocks of ", bs,
+                                  " positions; position ", last, " needs block ", last / bs));
+    }
+    for (int64_t b = FirstVisiblePosition(c, g == int(KvGroup::kFull), first) / bs; b <= last / bs; ++b) {
+      const int32_t id = table[size_t(b)];
+      if (id < 0 || id >= pool.num_blocks(KvGroup(g))) {
+        return Status::Error(StrCat("the ", name, " block table's block ", b, " (positions ", b * bs, "..",
+                                    (b + 1) * bs - 1, ") is ", id, ", which is ",
+                                    id < 0 ? "freed but still visible" : "not a block of the pool",
+                                    " (the pool has ", pool.num_blocks(KvGroup(g)), ")"));
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace gk

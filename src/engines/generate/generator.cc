@@ -2,11 +2,12 @@
 
 #include <algorithm>
 
+#include "engines/generate/single_sequence.h"
 #include "util/clock.h"
 
 namespace gk {
 
-Result<GenerateStats> Generate(GemmaModel& model, const std::vector<int32_t>& prompt, const GenerateOptions& o,
+Result<GenerateStats> Generate(ModelRunner& model, const std::vector<int32_t>& prompt, const GenerateOptions& o,
                                const std::function<bool(int32_t)>& on_token) {
   if (prompt.empty()) return Result<GenerateStats>::Error("empty prompt");
   const ModelConfig& c = model.config();
@@ -19,13 +20,13 @@ Result<GenerateStats> Generate(GemmaModel& model, const std::vector<int32_t>& pr
     return Result<GenerateStats>::Error(StrCat("prompt of ", prompt.size(), " tokens is longer than the context of ",
                                                context, " tokens"));
   }
-  KvCache cache = model.NewKvCache(context);
+  GK_ASSIGN_OR_RETURN(SingleSequence seq, SingleSequence::Create(model, context));
   std::vector<float> logits(size_t(c.vocab_size));
   Sampler sampler(o.sampling);
   GenerateStats st;
   st.prompt_tokens = int64_t(prompt.size());
   double t0 = NowSeconds();
-  GK_RETURN_IF_ERROR(model.Forward(prompt, cache, LogitsMode::kLast, logits.data()));
+  GK_RETURN_IF_ERROR(seq.Forward(prompt, LogitsMode::kLast, logits.data()));
   st.prefill_seconds = NowSeconds() - t0;
   t0 = NowSeconds();
   for (int i = 0; i < o.max_tokens; ++i) {
@@ -36,8 +37,8 @@ Result<GenerateStats> Generate(GemmaModel& model, const std::vector<int32_t>& pr
       break;
     }
     if (!on_token(next)) break;
-    if (i + 1 == o.max_tokens || cache.num_tokens >= context) break;
-    GK_RETURN_IF_ERROR(model.Forward({&next, 1}, cache, LogitsMode::kLast, logits.data()));
+    if (i + 1 == o.max_tokens || seq.num_tokens() >= context) break;
+    GK_RETURN_IF_ERROR(seq.Forward({&next, 1}, LogitsMode::kLast, logits.data()));
     ++st.decode_steps;
   }
   st.decode_seconds = NowSeconds() - t0;

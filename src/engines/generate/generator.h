@@ -1,5 +1,5 @@
 // The decode loop for one sequence: prefill the prompt, then sample and feed back one token
-// at a time until a stop id, the token limit or the context end.
+// at a time until a stop id, the token limit or the context end, on any runner (SingleSequence).
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engines/generate/sampler.h"
-#include "model/gemma_model.h"
+#include "model/model_runner.h"
 
 namespace gk {
 
@@ -28,7 +28,7 @@ struct GenerateStats {
 };
 
 // on_token is called with each generated token; returning false stops generation.
-Result<GenerateStats> Generate(GemmaModel& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
+Result<GenerateStats> Generate(ModelRunner& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                const std::function<bool(int32_t)>& on_token);
 
 }  // namespace gk

@@ -76,7 +76,7 @@ KvPlan PlanKv(const ModelConfig& c, const EngineOptions& o) {
 
 class EngineImpl final : public ServeEngine {
  public:
-  EngineImpl(std::unique_ptr<GemmaModel> model, std::unique_ptr<PagedKvPool> pool, EngineOptions o,
+  EngineImpl(std::unique_ptr<ModelRunner> model, std::unique_ptr<PagedKvPool> pool, EngineOptions o,
              EngineCapacity cap, int64_t sliding_window)
       : model_(std::move(model)),
         pool_(std::move(pool)),
@@ -132,7 +132,7 @@ class EngineImpl final : public ServeEngine {
   void Emit(Sequence& s, RequestOutput out);
   void Deliver();
 
-  std::unique_ptr<GemmaModel> model_;
+  std::unique_ptr<ModelRunner> model_;
   std::unique_ptr<PagedKvPool> pool_;
   EngineOptions options_;
   EngineCapacity capacity_;
@@ -443,7 +443,7 @@ struct EnginePlan {
   int64_t window = 0;
 };
 
-Result<EnginePlan> PlanEngine(const GemmaModel& model, const EngineOptions& in) {
+Result<EnginePlan> PlanEngine(const ModelRunner& model, const EngineOptions& in) {
   const ModelConfig& c = model.config();
   EngineOptions o = in;
   if (o.max_model_len <= 0) o.max_model_len = std::min<int64_t>(c.max_position_embeddings > 0 ? c.max_position_embeddings : 8192, 8192);
@@ -458,9 +458,12 @@ Result<EnginePlan> PlanEngine(const GemmaModel& model, const EngineOptions& in) 
     return Status::Error(StrCat("--max-num-batched-tokens (", o.max_num_batched_tokens, ") is smaller than --max-model-len (",
                                 o.max_model_len, ") with chunked prefill off: a long prompt could never be scheduled"));
   }
-  if (o.kv_dtype == DType::kUnknown) o.kv_dtype = KvCacheDType(model.weights().layers[0].k.dtype);
+  if (o.kv_dtype == DType::kUnknown) o.kv_dtype = model.default_kv_dtype();
   const KvPlan plan = PlanKv(c, o);
-  if (o.kv_cache_bytes == 0) {  // room for max_num_seqs full-length requests, at most 4 GiB
+  if (o.kv_cache_bytes == 0 && model.kv_memory_budget() > 0) {
+    // A device runner: all the memory it leaves (--gpu-memory-utilization), as vLLM does.
+    o.kv_cache_bytes = model.kv_memory_budget();
+  } else if (o.kv_cache_bytes == 0) {  // room for max_num_seqs full-length requests, at most 4 GiB
     o.kv_cache_bytes = std::min<uint64_t>(uint64_t(4) << 30, uint64_t(o.max_num_seqs) * plan.RequestBytes() +
                                                                  uint64_t(plan.transient) * plan.block_bytes[kSliding]);
     o.kv_cache_bytes = std::max(o.kv_cache_bytes, plan.MinimumBytes());
@@ -493,9 +496,9 @@ Result<EnginePlan> PlanEngine(const GemmaModel& model, const EngineOptions& in) 
 
 }  // namespace
 
-Result<std::unique_ptr<ServeEngine>> ServeEngine::Create(std::unique_ptr<GemmaModel> model, const EngineOptions& in) {
+Result<std::unique_ptr<ServeEngine>> ServeEngine::Create(std::unique_ptr<ModelRunner> model, const EngineOptions& in) {
   GK_ASSIGN_OR_RETURN(EnginePlan e, PlanEngine(*model, in));
-  GK_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvPool> pool, PagedKvPool::Create(model->config(), e.pool));
+  GK_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvPool> pool, model->NewPagedKvPool(e.pool));
   e.cap.kv_bytes = pool->bytes();
   return std::unique_ptr<ServeEngine>(new EngineImpl(std::move(model), std::move(pool), e.options, e.cap, e.window));
 }

@@ -123,7 +123,7 @@ struct EngineStats {
 class ServeEngine {
  public:
   // Takes over the model (its thread pool must outlive the engine) and starts the engine thread.
-  static Result<std::unique_ptr<ServeEngine>> Create(std::unique_ptr<GemmaModel> model, const EngineOptions& options);
+  static Result<std::unique_ptr<ServeEngine>> Create(std::unique_ptr<ModelRunner> model, const EngineOptions& options);
   // Tensor-parallel ranks > 0: sizes the same KV pool as rank 0's Create (the same options give
   // the same block counts), then runs every forward pass rank 0's engine sends, until it ends.
   static Status Follow(std::unique_ptr<GemmaModel> model, const EngineOptions& options);

@@ -9,38 +9,13 @@
 #include <random>
 
 #include "kernels/cuda/cuda_memory.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
 
 namespace gk::cuda {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                                 \
-  do {                                                                                     \
-    const CudaInventory inv = ListCudaDevices();                                           \
-    if (inv.devices.empty()) GTEST_SKIP() << "no CUDA device: " << inv.none_reason;        \
-  } while (0)
-
-std::vector<float> Random(size_t n, std::mt19937& rng, float scale = 1.f) {
-  std::normal_distribution<float> nd(0.f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
-
-// max |a - b| / max |b|; NaN anywhere fails.
-double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i])) return std::numeric_limits<double>::infinity();
-    num = std::max(num, double(std::fabs(a[i] - b[i])));
-    den = std::max(den, double(std::fabs(b[i])));
-  }
-  return num / den;
-}
-
-std::vector<float> Poison(size_t n) { return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()); }
 
 TEST(CudaRowOps, RmsNormMatchesTheCpu) {
   SKIP_WITHOUT_GPU();

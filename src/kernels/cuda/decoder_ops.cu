@@ -1,0 +1,204 @@
+#include "kernels/cuda/decoder_ops.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/cuda_memory.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/kv_convert.cuh"
+
+namespace gk::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+int Blocks(int64_t n) { return int(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65535)); }
+
+__device__ float WarpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The block's sum of v (every thread gets it).
+__device__ float BlockSum(float v) {
+  __shared__ float partial[kThreads / 32];
+  __shared__ float total;
+  v = WarpSum(v);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float s = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.f;
+    s = WarpSum(s);
+    if (threadIdx.x == 0) total = s;
+  }
+  __syncthreads();
+  return total;
+}
+
+__global__ void RmsNormAddKernel(const float* y, const float* w, int64_t n, float eps, float* x) {
+  const float* yr = y + blockIdx.x * n;
+  float* xr = x + blockIdx.x * n;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += yr[i] * yr[i];
+  const float inv = rsqrtf(BlockSum(ss) / float(n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] += yr[i] * inv * w[i];
+}
+
+__global__ void ScaleKernel(float* x, int64_t n, float s) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) x[i] *= s;
+}
+
+__global__ void AddScaleKernel(float* x, const float* y, int64_t n, float s) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    x[i] = (x[i] + y[i]) * s;
+  }
+}
+
+__global__ void GeluTanhMulRowsKernel(const float* gate, const float* up, int64_t n, int64_t up_stride, float* out) {
+  constexpr float kC = 0.7978845608028654f;  // sqrt(2/pi), as row_ops.cu
+  const float* g = gate + blockIdx.x * n;
+  const float* u = up + blockIdx.x * up_stride;
+  float* o = out + blockIdx.x * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float a = g[i];
+    o[i] = 0.5f * a * (1.f + tanhf(kC * (a + 0.044715f * a * a * a))) * u[i];
+  }
+}
+
+// One block per token: every (head, pair) of its rows.
+__global__ void RopeKernel(float* x, int64_t heads, int64_t H, const float* cos_sin) {
+  const int64_t half = H / 2;
+  float* xt = x + blockIdx.x * heads * H;
+  const float* c = cos_sin + blockIdx.x * H;
+  const float* s = c + half;
+  for (int64_t i = threadIdx.x; i < heads * half; i += blockDim.x) {
+    const int64_t h = i / half, j = i % half;
+    float* r = xt + h * H;
+    const float a = r[j], b = r[j + half];
+    r[j] = a * c[j] - b * s[j];
+    r[j + half] = b * c[j] + a * s[j];
+  }
+}
+
+__global__ void GatherRowsKernel(const float* x, int64_t D, const int32_t* rows, float* out) {
+  const float* src = x + int64_t(rows[blockIdx.x]) * D;
+  float* dst = out + blockIdx.x * D;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) dst[i] = src[i];
+}
+
+template <bool kBf16>
+__global__ void EmbedKernel(const void* table, int64_t rows, int64_t D, const int32_t* tokens, float scale,
+                            int32_t fallback, float* out) {
+  int32_t id = tokens[blockIdx.x];
+  if (id >= rows) id = fallback;
+  float* o = out + blockIdx.x * D;
+  const bool valid = id >= 0 && id < rows;
+  const int64_t base = valid ? int64_t(id) * D : 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+    float v = 0.f;
+    if (valid) {
+      v = kBf16 ? __uint_as_float(uint32_t(static_cast<const uint16_t*>(table)[base + i]) << 16)
+                : static_cast<const float*>(table)[base + i];
+    }
+    o[i] = v * scale;
+  }
+}
+
+__global__ void SplitToBf16Kernel(const float* x, int64_t n, uint16_t* hi, uint16_t* lo) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
+    hi[i] = __bfloat16_as_ushort(h);
+    if (lo) lo[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i] - __bfloat162float(h)));
+  }
+}
+
+// Grid (T, kv_heads): one token's row of one head, K and V.
+template <KvType kType>
+__global__ void PagedKvWriteKernel(const float* k, const float* v, int kv_heads, int H, PagedTokens tokens,
+                                   int block_size, std::byte* k_pool, std::byte* v_pool) {
+  using E = KvElem<kType>;
+  const int64_t t = blockIdx.x;
+  const int head = blockIdx.y;
+  const int32_t pos = tokens.pos[t];
+  const int32_t block = tokens.tables[tokens.table_offset[t] + pos / block_size];
+  const int64_t row = ((int64_t(block) * kv_heads + head) * block_size + pos % block_size) * H;
+  auto* kd = reinterpret_cast<typename E::Storage*>(k_pool) + row;
+  auto* vd = reinterpret_cast<typename E::Storage*>(v_pool) + row;
+  const float* ks = k + (t * kv_heads + head) * H;
+  const float* vs = v + (t * kv_heads + head) * H;
+  for (int i = threadIdx.x; i < H; i += blockDim.x) {
+    kd[i] = E::Store(ks[i]);
+    vd[i] = E::Store(vs[i]);
+  }
+}
+
+}  // namespace
+
+Status RmsNormAddRows(const float* y, const float* w, int64_t rows, int64_t n, float eps, float* x, cudaStream_t stream) {
+  if (rows == 0) return Status::Ok();
+  RmsNormAddKernel<<<unsigned(rows), kThreads, 0, stream>>>(y, w, n, eps, x);
+  return CheckLaunch("RmsNormAddKernel");
+}
+
+Status ScaleRows(float* x, int64_t n, float s, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  ScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, s);
+  return CheckLaunch("ScaleKernel");
+}
+
+Status AddScale(float* x, const float* y, int64_t n, float s, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  AddScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n, s);
+  return CheckLaunch("AddScaleKernel");
+}
+
+Status GeluTanhMulRows(const float* gate, const float* up, int64_t rows, int64_t n, int64_t up_stride, float* out,
+                       cudaStream_t stream) {
+  if (rows == 0) return Status::Ok();
+  GeluTanhMulRowsKernel<<<unsigned(rows), kThreads, 0, stream>>>(gate, up, n, up_stride, out);
+  return CheckLaunch("GeluTanhMulRowsKernel");
+}
+
+Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream) {
+  if (T == 0) return Status::Ok();
+  RopeKernel<<<unsigned(T), kThreads, 0, stream>>>(x, heads, H, cos_sin);
+  return CheckLaunch("RopeKernel");
+}
+
+Status GatherRows(const float* x, int64_t D, const int32_t* rows, int64_t n_rows, float* out, cudaStream_t stream) {
+  if (n_rows == 0) return Status::Ok();
+  GatherRowsKernel<<<unsigned(n_rows), kThreads, 0, stream>>>(x, D, rows, out);
+  return CheckLaunch("GatherRowsKernel");
+}
+
+Status EmbedRows(const void* table, DType dtype, int64_t rows, int64_t D, const int32_t* tokens, int64_t T, float scale,
+                 int32_t fallback, float* out, cudaStream_t stream) {
+  if (T == 0) return Status::Ok();
+  if (dtype == DType::kBF16) EmbedKernel<true><<<unsigned(T), kThreads, 0, stream>>>(table, rows, D, tokens, scale, fallback, out);
+  else if (dtype == DType::kF32) EmbedKernel<false><<<unsigned(T), kThreads, 0, stream>>>(table, rows, D, tokens, scale, fallback, out);
+  else return Status::Error(StrCat("the GPU embeds bf16 or f32 tables, not ", DTypeName(dtype)));
+  return CheckLaunch("EmbedKernel");
+}
+
+Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  SplitToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, hi, lo);
+  return CheckLaunch("SplitToBf16Kernel");
+}
+
+Status PagedKvWrite(const float* k, const float* v, int64_t T, int kv_heads, int H, const PagedTokens& tokens,
+                    int block_size, DType dtype, std::byte* k_pool, std::byte* v_pool, cudaStream_t stream) {
+  if (T == 0) return Status::Ok();
+  const dim3 grid{unsigned(T), unsigned(kv_heads)};
+  const int threads = std::min(H, kThreads);
+  switch (dtype) {
+    case DType::kF32: PagedKvWriteKernel<KvType::kF32><<<grid, threads, 0, stream>>>(k, v, kv_heads, H, tokens, block_size, k_pool, v_pool); break;
+    case DType::kF16: PagedKvWriteKernel<KvType::kF16><<<grid, threads, 0, stream>>>(k, v, kv_heads, H, tokens, block_size, k_pool, v_pool); break;
+    case DType::kBF16: PagedKvWriteKernel<KvType::kBF16><<<grid, threads, 0, stream>>>(k, v, kv_heads, H, tokens, block_size, k_pool, v_pool); break;
+    case DType::kFp8E4m3: PagedKvWriteKernel<KvType::kE4M3><<<grid, threads, 0, stream>>>(k, v, kv_heads, H, tokens, block_size, k_pool, v_pool); break;
+    case DType::kFp8E5m2: PagedKvWriteKernel<KvType::kE5M2><<<grid, threads, 0, stream>>>(k, v, kv_heads, H, tokens, block_size, k_pool, v_pool); break;
+    default: return Status::Error(StrCat("paged KV cache dtype ", DTypeName(dtype), " is not supported on the GPU"));
+  }
+  return CheckLaunch("PagedKvWriteKernel");
+}
+
+}  // namespace gk::cuda

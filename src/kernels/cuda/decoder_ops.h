@@ -1,0 +1,53 @@
+// The rest of the decoder's per-token work on the GPU, beside row_ops.h: residual adds with
+// the block's output norm fused, RoPE from a host-computed cos/sin table, the paged KV write in
+// the pool's dtype, row gathers and bf16 conversion. Same formulas as kernels/ops.h and
+// PagedKvPool::Write (f32 arithmetic; f16 and fp8 saturate, every conversion rounds to nearest
+// even). Pointers are device memory; each call queues one kernel on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "util/result.h"
+
+namespace gk::cuda {
+
+// x[r] += RMSNorm(y[r]) · w for rows of n (the post-attention / post-MLP norm and residual).
+Status RmsNormAddRows(const float* y, const float* w, int64_t rows, int64_t n, float eps, float* x, cudaStream_t stream);
+// x[i] *= s.
+Status ScaleRows(float* x, int64_t n, float s, cudaStream_t stream);
+// x[i] = (x[i] + y[i]) · s.
+Status AddScale(float* x, const float* y, int64_t n, float s, cudaStream_t stream);
+// out[r, i] = gelu_tanh(gate[r, i]) · up[r · up_stride + i] for rows of n (gate and out
+// contiguous; out may be gate): the PLE gate, whose other factor is a strided slice.
+Status GeluTanhMulRows(const float* gate, const float* up, int64_t rows, int64_t n, int64_t up_stride, float* out,
+                       cudaStream_t stream);
+// Rotate-half RoPE of T tokens' `heads` rows of H: cos_sin holds per token H floats, the H/2
+// cosines then the H/2 sines (kernels/ops.h's RopeCosSin layout).
+Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream);
+// out[i] = x[rows[i]] for n_rows rows of D floats.
+Status GatherRows(const float* x, int64_t D, const int32_t* rows, int64_t n_rows, float* out, cudaStream_t stream);
+// out[t] = table[tokens[t]] · scale for bf16 or f32 tables of D columns; ids outside [0, rows)
+// (after subtracting nothing) give zero rows. `fallback`: where an id is >= rows, use this row
+// instead if it is in range (the PLE table's pad row), else zeros.
+Status EmbedRows(const void* table, DType dtype, int64_t rows, int64_t D, const int32_t* tokens, int64_t T,
+                 float scale, int32_t fallback, float* out, cudaStream_t stream);
+
+// Where each new token's K/V go in a paged pool: per token, its position and the offset of its
+// sequence's block table in `tables` (a table maps logical block pos / block_size to a pool block).
+struct PagedTokens {
+  const int32_t* pos = nullptr;
+  const int32_t* table_offset = nullptr;
+  const int32_t* tables = nullptr;
+};
+
+// Stores k and v, T tokens × kv_heads rows of H f32, into one layer's pool regions (layout of
+// model/paged_kv.h: [block][kv_head][slot][H]) converted to dtype (kF32, kF16, kBF16,
+// kFp8E4m3, kFp8E5m2).
+Status PagedKvWrite(const float* k, const float* v, int64_t T, int kv_heads, int H, const PagedTokens& tokens,
+                    int block_size, DType dtype, std::byte* k_pool, std::byte* v_pool, cudaStream_t stream);
+
+}  // namespace gk::cuda

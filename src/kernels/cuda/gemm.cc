@@ -1,0 +1,178 @@
+#include "kernels/cuda/gemm.h"
+
+#include <cublasLt.h>
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "kernels/matmul.h"
+
+namespace gk::cuda {
+namespace {
+
+// The cuBLASLt entry points the runner uses, from the library opened at run time.
+struct LtApi {
+  decltype(&cublasLtCreate) create;
+  decltype(&cublasLtDestroy) destroy;
+  decltype(&cublasLtGetVersion) version;
+  decltype(&cublasLtMatmulDescCreate) desc_create;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create;
+  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+  decltype(&cublasLtMatmul) matmul;
+};
+
+Result<const LtApi*> OpenCublasLt() {
+  static std::once_flag once;
+  static LtApi api;
+  static Status status = Status::Ok();
+  std::call_once(once, [] {
+    void* lib = nullptr;
+    for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) {
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    }
+    if (lib == nullptr) {
+      status = Status::Error("cannot open libcublasLt (CUDA 12 or 13's cuBLAS): install it or add its folder to LD_LIBRARY_PATH");
+      return;
+    }
+    bool ok = true;
+    auto get = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      if (fn == nullptr && ok) {
+        ok = false;
+        status = Status::Error(StrCat("libcublasLt has no ", name, ": it is too old"));
+      }
+    };
+    get(api.create, "cublasLtCreate");
+    get(api.destroy, "cublasLtDestroy");
+    get(api.version, "cublasLtGetVersion");
+    get(api.desc_create, "cublasLtMatmulDescCreate");
+    get(api.desc_destroy, "cublasLtMatmulDescDestroy");
+    get(api.desc_set, "cublasLtMatmulDescSetAttribute");
+    get(api.layout_create, "cublasLtMatrixLayoutCreate");
+    get(api.layout_destroy, "cublasLtMatrixLayoutDestroy");
+    get(api.pref_create, "cublasLtMatmulPreferenceCreate");
+    get(api.pref_destroy, "cublasLtMatmulPreferenceDestroy");
+    get(api.pref_set, "cublasLtMatmulPreferenceSetAttribute");
+    get(api.heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    get(api.matmul, "cublasLtMatmul");
+  });
+  if (!status.ok()) return status;
+  return &api;
+}
+
+Status LtCheck(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  return Status::Error(StrCat(what, " failed with cuBLAS status ", int(s)));
+}
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what cuBLAS asks for on Hopper
+
+}  // namespace
+
+// One product shape's descriptors and the algorithm the heuristic chose for it.
+struct GemmRunner::Algo {
+  const LtApi* api = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Algo() {
+    if (a) api->layout_destroy(a);
+    if (b) api->layout_destroy(b);
+    if (c) api->layout_destroy(c);
+    if (desc) api->desc_destroy(desc);
+  }
+};
+
+Result<std::unique_ptr<GemmRunner>> GemmRunner::Create(cudaStream_t stream) {
+  GK_ASSIGN_OR_RETURN(const LtApi* api, OpenCublasLt());
+  std::unique_ptr<GemmRunner> g(new GemmRunner());
+  g->stream_ = stream;
+  cublasLtHandle_t h = nullptr;
+  GK_RETURN_IF_ERROR(LtCheck(api->create(&h), "cublasLtCreate"));
+  g->handle_ = h;
+  GK_ASSIGN_OR_RETURN(g->workspace_, DeviceBuffer<std::byte>::Allocate(kWorkspaceBytes));
+  return g;
+}
+
+GemmRunner::~GemmRunner() {
+  algos_.clear();
+  if (handle_) (*OpenCublasLt())->destroy(static_cast<cublasLtHandle_t>(handle_));
+}
+
+Status GemmRunner::Ensure(size_t elements) {
+  if (hi_.size() >= elements) return Status::Ok();
+  GK_ASSIGN_OR_RETURN(hi_, DeviceBuffer<uint16_t>::Allocate(elements));
+  GK_ASSIGN_OR_RETURN(lo_, DeviceBuffer<uint16_t>::Allocate(elements));
+  return Status::Ok();
+}
+
+// Column-major view of the row-major product: y_cmᵀ (rows × T) = W_cm(cols × rows)ᵀ · x_cm (cols × T).
+Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const DeviceMatrix& w, int64_t T) {
+  const auto key = std::make_tuple(int(w.dtype), w.rows, w.cols, T);
+  if (auto it = algos_.find(key); it != algos_.end()) return it->second.get();
+  GK_ASSIGN_OR_RETURN(const LtApi* api, OpenCublasLt());
+  auto algo = std::make_unique<Algo>();
+  algo->api = api;
+  const cudaDataType_t in = w.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+  GK_RETURN_IF_ERROR(LtCheck(api->desc_create(&algo->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
+  const cublasOperation_t trans = CUBLAS_OP_T, keep = CUBLAS_OP_N;
+  GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)), "TRANSA"));
+  GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo->desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof(keep)), "TRANSB"));
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->a, in, uint64_t(w.cols), uint64_t(w.rows), w.cols), "layout A"));
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->b, in, uint64_t(w.cols), uint64_t(T), w.cols), "layout B"));
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->c, CUDA_R_32F, uint64_t(w.rows), uint64_t(T), w.rows), "layout C"));
+  cublasLtMatmulPreference_t pref = nullptr;
+  GK_RETURN_IF_ERROR(LtCheck(api->pref_create(&pref), "cublasLtMatmulPreferenceCreate"));
+  const uint64_t ws = kWorkspaceBytes;
+  api->pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = api->heuristic(static_cast<cublasLtHandle_t>(handle_), algo->desc, algo->a, algo->b,
+                                           algo->c, algo->c, pref, 1, &result, &found);
+  api->pref_destroy(pref);
+  GK_RETURN_IF_ERROR(LtCheck(st, "cublasLtMatmulAlgoGetHeuristic"));
+  if (found == 0) {
+    return Status::Error(StrCat("cuBLASLt has no algorithm for a ", DTypeName(w.dtype), " product of ", w.rows, "x",
+                                w.cols, " by ", T, " rows"));
+  }
+  algo->algo = result.algo;
+  const Algo* out = algo.get();
+  algos_.emplace(key, std::move(algo));
+  return out;
+}
+
+Status GemmRunner::RunBf16(const DeviceMatrix& w, const uint16_t* x_bf16, int64_t T, float* y, float beta) {
+  GK_ASSIGN_OR_RETURN(const Algo* a, FindAlgo(w, T));
+  const float alpha = 1.f;
+  return LtCheck(a->api->matmul(static_cast<cublasLtHandle_t>(handle_), a->desc, &alpha, w.data, a->a, x_bf16, a->b,
+                                &beta, y, a->c, y, a->c, &a->algo, workspace_.data(), kWorkspaceBytes, stream_),
+                 "cublasLtMatmul");
+}
+
+Status GemmRunner::Run(const DeviceMatrix& w, const float* x, int64_t T, float* y, bool accumulate) {
+  if (T == 0) return Status::Ok();
+  const float beta0 = accumulate ? 1.f : 0.f;
+  if (w.dtype == DType::kF32) {
+    GK_ASSIGN_OR_RETURN(const Algo* a, FindAlgo(w, T));
+    const float alpha = 1.f;
+    return LtCheck(a->api->matmul(static_cast<cublasLtHandle_t>(handle_), a->desc, &alpha, w.data, a->a, x, a->b,
+                                  &beta0, y, a->c, y, a->c, &a->algo, workspace_.data(), kWorkspaceBytes, stream_),
+                   "cublasLtMatmul");
+  }
+  if (w.dtype != DType::kBF16) return Status::Error(StrCat("the GPU runs bf16 or f32 weights, not ", DTypeName(w.dtype)));
+  const bool split = ActiveBf16Activations() == Bf16Activations::kSplit;
+  const size_t n = size_t(T * w.cols);
+  GK_RETURN_IF_ERROR(Ensure(n));
+  GK_RETURN_IF_ERROR(SplitToBf16(x, int64_t(n), hi_.data(), split ? lo_.data() : nullptr, stream_));
+  GK_RETURN_IF_ERROR(RunBf16(w, hi_.data(), T, y, beta0));
+  if (split) GK_RETURN_IF_ERROR(RunBf16(w, lo_.data(), T, y, 1.f));
+  return Status::Ok();
+}
+
+}  // namespace gk::cuda

@@ -1,0 +1,63 @@
+// Weight products on the GPU through cuBLASLt: y (T × rows) = x (T × cols) · Wᵀ, the CUDA twin
+// of kernels/matmul.h. W is row-major (PyTorch's (out, in)), bf16 or f32; y is f32.
+//   bf16 W: x goes in as bf16 (rounded once, as vLLM's bf16 models compute), or, in the split
+//           mode of kernels/matmul.h (Bf16Activations::kSplit), as hi + lo, two bf16 products
+//           summed: f32-accurate activations, what the oracle tolerances need. f32 accumulation.
+//   f32 W:  f32 throughout, TF32 off (CUBLAS_COMPUTE_32F), so f32 models stay f32-exact.
+// libcublasLt is opened at run time (dlopen), the first time a GemmRunner is made: the binary
+// starts on machines without it, and only the CUDA runner needs the 500 MB library.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "kernels/cuda/cuda_memory.h"
+#include "tensor/dtype.h"
+#include "util/result.h"
+
+namespace gk::cuda {
+
+// A weight matrix in device memory.
+struct DeviceMatrix {
+  DType dtype = DType::kBF16;  // kBF16 or kF32
+  int64_t rows = 0;            // out features
+  int64_t cols = 0;            // in features
+  const void* data = nullptr;
+  bool empty() const { return data == nullptr; }
+};
+
+class GemmRunner {
+ public:
+  // Opens cuBLASLt (once per process) and makes a handle and workspace for `stream`.
+  // Errors: the library is missing or too old, out of device memory.
+  static Result<std::unique_ptr<GemmRunner>> Create(cudaStream_t stream);
+  ~GemmRunner();
+
+  // y = x · Wᵀ (beta 0) or y += x · Wᵀ (accumulate). x: T rows of W.cols f32 (device). For bf16
+  // W, x is first converted into this runner's staging buffer. Queued on the stream.
+  Status Run(const DeviceMatrix& w, const float* x, int64_t T, float* y, bool accumulate = false);
+  // The bf16 product of already-converted activations (x_bf16: T rows of W.cols bf16).
+  Status RunBf16(const DeviceMatrix& w, const uint16_t* x_bf16, int64_t T, float* y, float beta);
+
+ private:
+  GemmRunner() = default;
+  struct Algo;
+  Result<const Algo*> FindAlgo(const DeviceMatrix& w, int64_t T);
+  Status Ensure(size_t elements);
+
+  cudaStream_t stream_ = nullptr;
+  void* handle_ = nullptr;  // cublasLtHandle_t
+  DeviceBuffer<std::byte> workspace_;
+  DeviceBuffer<uint16_t> hi_, lo_;  // x as bf16 (and its remainder, split mode)
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::unique_ptr<Algo>> algos_;  // (dtype, rows, cols, T)
+};
+
+// x (n floats) as bf16 rounded to nearest even (hi), and optionally the remainder x - hi as
+// bf16 (lo): kernels/matmul.cc's ToBf16Pairs on the GPU.
+Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, cudaStream_t stream);
+
+}  // namespace gk::cuda

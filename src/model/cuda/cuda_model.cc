@@ -1,0 +1,543 @@
+#include "model/cuda/cuda_model.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cuda/cuda_memory.h"
+#include "kernels/cuda/decoder_ops.h"
+#include "kernels/cuda/fill_random.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/paged_attention.h"
+#include "kernels/cuda/row_ops.h"
+#include "kernels/ops.h"
+#include "model/decoder_constants.h"
+
+namespace gk {
+namespace {
+
+using cuda::Check;
+using cuda::DeviceBuffer;
+using cuda::DeviceMatrix;
+
+constexpr uint64_t kAlign = 256;
+uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+double GiB(uint64_t bytes) { return double(bytes) / double(uint64_t(1) << 30); }
+
+// A paged pool's bytes in device memory, zeroed.
+class DeviceKvStorage final : public KvStorage {
+ public:
+  static Result<std::unique_ptr<KvStorage>> Allocate(int device, size_t bytes) {
+    GK_RETURN_IF_ERROR(Check(cudaSetDevice(device), "cudaSetDevice"));
+    std::unique_ptr<DeviceKvStorage> s(new DeviceKvStorage());
+    if (cudaMalloc(reinterpret_cast<void**>(&s->data_), std::max<size_t>(bytes, 1)) != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_bytes = 0, total = 0;
+      cudaMemGetInfo(&free_bytes, &total);
+      return Status::Error(StrCat("cannot allocate ", GiB(bytes), " GiB of GPU memory for the KV cache (cuda:", device,
+                                  " has ", GiB(free_bytes), " GiB free); lower --kv-cache-memory or --max-num-seqs"));
+    }
+    s->size_ = bytes;
+    GK_RETURN_IF_ERROR(Check(cudaMemset(s->data_, 0, std::max<size_t>(bytes, 1)), "cudaMemset of the KV cache"));
+    return std::unique_ptr<KvStorage>(std::move(s));
+  }
+  ~DeviceKvStorage() override { cudaFree(data_); }
+  std::byte* data() override { return data_; }
+  size_t size() const override { return size_; }
+  bool on_host() const override { return false; }
+
+ private:
+  DeviceKvStorage() = default;
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct DeviceLayer {
+  DeviceMatrix q, k, v, o, gate, up, down, ple_gate, ple_proj;
+  const float* input_norm = nullptr;
+  const float* post_attn_norm = nullptr;
+  const float* pre_ffw_norm = nullptr;
+  const float* post_ffw_norm = nullptr;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  const float* post_ple_norm = nullptr;
+  float layer_scalar = 1.f;
+};
+
+bool SupportedMatrix(const MatrixView& m) {
+  return m.rows == 0 || ((m.dtype == DType::kBF16 || m.dtype == DType::kF32) && !m.packed);
+}
+
+}  // namespace
+
+Status CheckCudaSupport(const ModelConfig& c, const ModelWeights& w) {
+  if (c.enable_moe_block) {
+    return Status::Error("the CUDA runner does not run mixture-of-experts models (26B-A4B) yet; use --device cpu");
+  }
+  if (c.MaxHeadDim() > cuda::kMaxHeadDim) {
+    return Status::Error(StrCat("the CUDA runner takes head dims up to ", cuda::kMaxHeadDim, ", the model has ",
+                                c.MaxHeadDim()));
+  }
+  std::vector<const MatrixView*> all = {&w.embed, &w.ple_embed, &w.ple_model_proj};
+  for (const LayerWeights& lw : w.layers) {
+    for (const MatrixView* m : {&lw.q, &lw.k, &lw.v, &lw.o, &lw.gate, &lw.up, &lw.down, &lw.ple_gate, &lw.ple_proj}) {
+      all.push_back(m);
+    }
+  }
+  for (const MatrixView* m : all) {
+    if (!SupportedMatrix(*m)) {
+      return Status::Error(StrCat("the CUDA runner takes bf16 or f32 weights in the checkpoint's layout, not ",
+                                  m->packed ? "CPU-packed bf16" : DTypeName(m->dtype), " (no --quantize on the GPU)"));
+    }
+  }
+  return Status::Ok();
+}
+
+struct CudaModel::Impl {
+  ModelConfig c;
+  CudaModelOptions o;
+  std::string device_name;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::GemmRunner> gemm;
+  DType kv_default = DType::kF16;
+
+  // Weights: one device allocation, carved up.
+  DeviceBuffer<std::byte> arena;
+  uint64_t weight_bytes = 0;
+  std::vector<DeviceLayer> layers;
+  DeviceMatrix embed, ple_embed, ple_model_proj;
+  const float* final_norm = nullptr;
+  const float* ple_proj_norm = nullptr;
+  float embed_scale = 1.f, ple_embed_scale = 1.f;
+  LayerRope rope;
+
+  // Activations for max_chunk tokens.
+  DeviceBuffer<float> x, xn, q, k, v, att, out, gate, up, ple, ple_tok, ple_gate, rope_table;
+  DeviceBuffer<float> logits;  // grown to the most logit rows a pass has asked for
+  DeviceBuffer<int32_t> meta;
+  std::vector<int32_t> h_meta;
+  std::vector<float> h_rope;
+  std::vector<int64_t> rope_offset;  // per RoPE slot: its table's offset in rope_table
+  uint64_t kv_budget = 0;
+
+  ~Impl() {
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  // Copies the weights into device memory; matrices without data get random values.
+  Status Upload(const ModelWeights& w, uint64_t random_seed = 0);
+  Status AllocateActivations();
+  Status Run(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits);
+  Status Layer(int l, int64_t T, PagedKvPool& pool, const cuda::PagedTokens tokens[2]);
+  Status PerLayerInputs(const int32_t* tokens, int64_t T);
+  Status PerLayerInputBlock(int l, int64_t T);
+};
+
+// Every matrix and vector into one allocation (256-byte aligned pieces), uploaded in order.
+Status CudaModel::Impl::Upload(const ModelWeights& w, uint64_t random_seed) {
+  struct Piece {
+    const void* host;  // null: random values (CreateRandom)
+    uint64_t bytes;
+    uint64_t offset;
+    const MatrixView* matrix;
+  };
+  std::vector<Piece> pieces;
+  uint64_t total = 0;
+  auto add = [&](const void* host, uint64_t bytes, const MatrixView* m) {
+    pieces.push_back({host, bytes, total, m});
+    total += AlignUp(bytes);
+    return pieces.size() - 1;
+  };
+  auto add_matrix = [&](const MatrixView& m) -> int64_t {
+    return m.rows == 0 ? -1 : int64_t(add(m.data, uint64_t(m.bytes()), &m));
+  };
+  auto add_vector = [&](const std::vector<float>& v) -> int64_t {
+    return v.empty() ? -1 : int64_t(add(v.data(), v.size() * sizeof(float), nullptr));
+  };
+  struct LayerPieces {
+    int64_t mats[9], vecs[7];
+  };
+  std::vector<LayerPieces> lp(w.layers.size());
+  const int64_t embed_i = add_matrix(w.embed), ple_embed_i = add_matrix(w.ple_embed),
+                ple_proj_i = add_matrix(w.ple_model_proj);
+  const int64_t final_norm_i = add_vector(w.final_norm), ple_norm_i = add_vector(w.ple_proj_norm);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& L = w.layers[l];
+    const MatrixView* mats[9] = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.ple_gate, &L.ple_proj};
+    const std::vector<float>* vecs[7] = {&L.input_norm, &L.post_attn_norm, &L.pre_ffw_norm, &L.post_ffw_norm,
+                                         &L.q_norm, &L.k_norm, &L.post_ple_norm};
+    for (int i = 0; i < 9; ++i) lp[l].mats[i] = add_matrix(*mats[i]);
+    for (int i = 0; i < 7; ++i) lp[l].vecs[i] = add_vector(*vecs[i]);
+  }
+  weight_bytes = total;
+  size_t free_bytes = 0, total_bytes = 0;
+  GK_RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  if (total > free_bytes) {
+    return Status::Error(StrCat("the model's weights need ", GiB(total), " GiB of GPU memory; ", device_name, " has ",
+                                GiB(free_bytes), " GiB free of ", GiB(total_bytes), " GiB"));
+  }
+  auto arena_or = DeviceBuffer<std::byte>::Allocate(size_t(total));
+  if (!arena_or.ok()) {
+    return Status::Error(StrCat("cannot allocate ", GiB(total), " GiB of GPU memory for the weights on ", device_name,
+                                ": ", arena_or.message()));
+  }
+  arena = std::move(*arena_or);
+  for (const Piece& p : pieces) {
+    if (p.host == nullptr) {  // random: uniform with the variance of PyTorch's default Linear init
+      const MatrixView& m = *p.matrix;
+      GK_RETURN_IF_ERROR(cuda::FillRandom(arena.data() + p.offset, m.dtype, m.rows * m.cols, 1.f / std::sqrt(float(m.cols)),
+                                          random_seed + p.offset, stream));
+      continue;
+    }
+    GK_RETURN_IF_ERROR(Check(cudaMemcpy(arena.data() + p.offset, p.host, p.bytes, cudaMemcpyHostToDevice),
+                             "copying the weights to the GPU"));
+  }
+  GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "writing the weights on the GPU"));
+  auto matrix = [&](int64_t i, const MatrixView& m) {
+    DeviceMatrix d;
+    if (i < 0) return d;  // an absent matrix (v of K=V layers, k/v of KV-shared ones): data stays null
+    d.dtype = m.dtype;
+    d.rows = m.rows;
+    d.cols = m.cols;
+    d.data = arena.data() + pieces[size_t(i)].offset;
+    return d;
+  };
+  auto vec = [&](int64_t i) -> const float* {
+    return i < 0 ? nullptr : reinterpret_cast<const float*>(arena.data() + pieces[size_t(i)].offset);
+  };
+  embed = matrix(embed_i, w.embed);
+  ple_embed = matrix(ple_embed_i, w.ple_embed);
+  ple_model_proj = matrix(ple_proj_i, w.ple_model_proj);
+  final_norm = vec(final_norm_i);
+  ple_proj_norm = vec(ple_norm_i);
+  layers.resize(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& L = w.layers[l];
+    DeviceLayer& d = layers[l];
+    const int64_t* m = lp[l].mats;
+    d.q = matrix(m[0], L.q);
+    d.k = matrix(m[1], L.k);
+    d.v = matrix(m[2], L.v);
+    d.o = matrix(m[3], L.o);
+    d.gate = matrix(m[4], L.gate);
+    d.up = matrix(m[5], L.up);
+    d.down = matrix(m[6], L.down);
+    d.ple_gate = matrix(m[7], L.ple_gate);
+    d.ple_proj = matrix(m[8], L.ple_proj);
+    const int64_t* v = lp[l].vecs;
+    d.input_norm = vec(v[0]);
+    d.post_attn_norm = vec(v[1]);
+    d.pre_ffw_norm = vec(v[2]);
+    d.post_ffw_norm = vec(v[3]);
+    d.q_norm = vec(v[4]);
+    d.k_norm = vec(v[5]);
+    d.post_ple_norm = vec(v[6]);
+    d.layer_scalar = L.layer_scalar;
+  }
+  return Status::Ok();
+}
+
+Status CudaModel::Impl::AllocateActivations() {
+  const size_t T = size_t(o.max_chunk), D = size_t(c.hidden_size), N = size_t(c.num_heads);
+  const size_t H = size_t(c.MaxHeadDim()), K = size_t(c.MaxKvHeads());
+  const size_t F = size_t(c.intermediate_size) * (c.use_double_wide_mlp ? 2 : 1);
+  auto alloc = [](DeviceBuffer<float>& b, size_t n) -> Status {
+    GK_ASSIGN_OR_RETURN(b, DeviceBuffer<float>::Allocate(std::max<size_t>(n, 1)));
+    return Status::Ok();
+  };
+  GK_RETURN_IF_ERROR(alloc(x, T * D));
+  GK_RETURN_IF_ERROR(alloc(xn, T * D));
+  GK_RETURN_IF_ERROR(alloc(q, T * N * H));
+  GK_RETURN_IF_ERROR(alloc(k, T * K * H));
+  GK_RETURN_IF_ERROR(alloc(v, T * K * H));
+  GK_RETURN_IF_ERROR(alloc(att, T * N * H));
+  GK_RETURN_IF_ERROR(alloc(out, T * D));
+  GK_RETURN_IF_ERROR(alloc(gate, T * F));
+  GK_RETURN_IF_ERROR(alloc(up, T * F));
+  if (c.hidden_size_per_layer_input > 0) {
+    const size_t LP = size_t(c.num_layers) * size_t(c.hidden_size_per_layer_input);
+    GK_RETURN_IF_ERROR(alloc(ple, T * LP));
+    GK_RETURN_IF_ERROR(alloc(ple_tok, T * LP));
+    GK_RETURN_IF_ERROR(alloc(ple_gate, T * size_t(c.hidden_size_per_layer_input)));
+  }
+  int64_t rope_floats = 0;
+  for (int h : rope.head_dim) {
+    rope_offset.push_back(rope_floats * int64_t(T));
+    rope_floats += h;
+  }
+  GK_RETURN_IF_ERROR(alloc(rope_table, T * size_t(rope_floats)));
+  h_rope.resize(T * size_t(rope_floats));
+  return Status::Ok();
+}
+
+CudaModel::CudaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaModel::~CudaModel() = default;
+
+Result<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& dir, const CudaModelOptions& o) {
+  GK_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  GK_ASSIGN_OR_RETURN(ModelWeights weights, LoadWeights(dir, config, WeightLoadMode::kMmap));
+  return Create(config, weights, o);
+}
+
+Result<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelConfig& config, const ModelWeights& weights,
+                                                     const CudaModelOptions& o) {
+  return Make(config, weights, o, 0);
+}
+
+Result<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const ModelConfig& config, DType dtype, uint64_t seed,
+                                                           const CudaModelOptions& o) {
+  if (dtype != DType::kBF16 && dtype != DType::kF32) {
+    return Status::Error(StrCat("random GPU weights are bf16 or f32, not ", DTypeName(dtype)));
+  }
+  GK_RETURN_IF_ERROR(ValidateModelConfig(config));
+  // The checkpoint's tensors with shapes and no data; vectors (norms, scales) are ones.
+  ModelWeights w;
+  w.checkpoint_dtype = dtype;
+  for (const WeightSlot& slot : WeightSlots(config, "model.", &w)) {
+    if (slot.matrix != nullptr) {
+      *slot.matrix = MatrixView{dtype, slot.shape[0], slot.shape.size() > 1 ? slot.shape[1] : 1, nullptr};
+    } else if (slot.experts != nullptr) {
+      return Status::Error("the CUDA runner does not run mixture-of-experts models (26B-A4B) yet; use --device cpu");
+    } else if (slot.vec != nullptr) {
+      slot.vec->assign(size_t(slot.shape[0]), 1.f);
+    } else if (slot.scalar != nullptr) {
+      *slot.scalar = 1.f;
+    }
+  }
+  return Make(config, w, o, seed | 1);
+}
+
+Result<std::unique_ptr<CudaModel>> CudaModel::Make(const ModelConfig& config, const ModelWeights& weights,
+                                                   const CudaModelOptions& o, uint64_t random_seed) {
+  GK_RETURN_IF_ERROR(CheckCudaSupport(config, weights));
+  if (o.gpu_memory_utilization <= 0 || o.gpu_memory_utilization > 1) {
+    return Status::Error(StrCat("--gpu-memory-utilization must be in (0, 1], got ", o.gpu_memory_utilization));
+  }
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.c = config;
+  m.o = o;
+  m.o.max_chunk = std::max(1, o.max_chunk);
+  m.device_name = StrCat("cuda:", o.device);
+  GK_RETURN_IF_ERROR(Check(cudaSetDevice(o.device), "cudaSetDevice"));
+  GK_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+  m.kv_default = KvCacheDType(weights.layers[0].k.dtype);
+  m.embed_scale = ScaleInDtype(config.hidden_size, weights.checkpoint_dtype);
+  if (config.hidden_size_per_layer_input > 0) {
+    m.ple_embed_scale = ScaleInDtype(config.hidden_size_per_layer_input, weights.checkpoint_dtype);
+  }
+  m.rope = MakeLayerRope(config);
+  GK_RETURN_IF_ERROR(m.Upload(weights, random_seed));
+  GK_RETURN_IF_ERROR(m.AllocateActivations().Wrap(StrCat("activations for ", m.o.max_chunk, " tokens on ", m.device_name)));
+  GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
+  // What is left for the KV cache: the utilisation's share of the device less what this process
+  // (and any other) already holds, as vLLM's --gpu-memory-utilization.
+  size_t free_bytes = 0, total_bytes = 0;
+  GK_RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  const double allowed = double(total_bytes) * o.gpu_memory_utilization - double(total_bytes - free_bytes);
+  m.kv_budget = allowed > 0 ? uint64_t(allowed) : 0;
+  return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
+}
+
+const ModelConfig& CudaModel::config() const { return impl_->c; }
+int CudaModel::max_chunk() const { return impl_->o.max_chunk; }
+std::string CudaModel::device() const { return impl_->device_name; }
+DType CudaModel::default_kv_dtype() const { return impl_->kv_default; }
+uint64_t CudaModel::kv_memory_budget() const { return std::max<uint64_t>(impl_->kv_budget, 1); }
+uint64_t CudaModel::weight_bytes() const { return impl_->weight_bytes; }
+uint64_t CudaModel::decode_bytes_per_token() const {
+  const DeviceMatrix& t = impl_->ple_embed;
+  return impl_->weight_bytes - (t.empty() ? 0 : uint64_t(t.rows * t.cols) * DTypeSize(t.dtype));
+}
+
+Result<std::unique_ptr<PagedKvPool>> CudaModel::NewPagedKvPool(const PagedKvOptions& o) {
+  const int device = impl_->o.device;
+  return PagedKvPool::Create(impl_->c, o, [device](size_t bytes) { return DeviceKvStorage::Allocate(device, bytes); });
+}
+
+Status CudaModel::ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) {
+  const ModelConfig& c = impl_->c;
+  GK_RETURN_IF_ERROR(CheckPagedPoolShape(c, pool));
+  if (pool.on_host()) return Status::Error("the paged KV pool is in host memory; the CUDA runner needs its own (NewPagedKvPool)");
+  int64_t total = 0;
+  for (const PagedBatchItem& it : items) total += int64_t(it.tokens.size());
+  if (total > impl_->o.max_chunk) {
+    return Status::Error(StrCat("batch of ", total, " tokens exceeds the model's ", impl_->o.max_chunk, "-token pass"));
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].lora != nullptr) return Status::Error("the CUDA runner does not run LoRA adapters yet");
+    GK_RETURN_IF_ERROR(CheckPagedItemBlocks(c, items[i], pool).Wrap(StrCat("paged batch item ", i)));
+  }
+  if (total == 0) return Status::Ok();
+  GK_RETURN_IF_ERROR(Check(cudaSetDevice(impl_->o.device), "cudaSetDevice"));
+  return impl_->Run(items, pool, logits);
+}
+
+// One pass: the host lays out the batch's tokens, positions, block tables and RoPE angles and
+// copies them over; then embedding, every layer and the logit rows run on the stream.
+Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits_out) {
+  int64_t T = 0, R = 0;
+  for (const PagedBatchItem& it : items) {
+    const int64_t n = int64_t(it.tokens.size());
+    T += n;
+    R += it.logits == LogitsMode::kAll ? n : it.logits == LogitsMode::kLast && n > 0 ? 1 : 0;
+  }
+  const int64_t bs = pool.block_size();
+  // Metadata: ids [T], pos [T], table offsets [2][T], logit rows [R], then each group's tables.
+  std::vector<int32_t>& h = h_meta;
+  h.assign(size_t(4 * T + R), 0);
+  int32_t* ids = h.data();
+  int32_t* pos = ids + T;
+  int32_t* off[2] = {pos + T, pos + 2 * T};
+  int32_t* rows = pos + 3 * T;
+  std::vector<int32_t> tables[2];
+  int64_t t = 0, r = 0;
+  for (const PagedBatchItem& it : items) {
+    const int64_t n = int64_t(it.tokens.size()), first = it.seq->num_tokens;
+    if (n == 0) continue;
+    int32_t base[2];
+    for (int g = 0; g < 2; ++g) {
+      base[g] = int32_t(tables[g].size());
+      if (!pool.HasGroup(KvGroup(g))) continue;
+      const int64_t used = (first + n - 1) / bs + 1;  // blocks through the last new position
+      tables[g].insert(tables[g].end(), it.seq->blocks[g].begin(), it.seq->blocks[g].begin() + used);
+    }
+    for (int64_t i = 0; i < n; ++i, ++t) {
+      ids[t] = it.tokens[size_t(i)];
+      pos[t] = int32_t(first + i);
+      off[0][t] = base[0];
+      off[1][t] = base[1];
+      if (it.logits == LogitsMode::kAll || (it.logits == LogitsMode::kLast && i == n - 1)) rows[r++] = int32_t(t);
+    }
+  }
+  const int64_t meta_n = int64_t(h.size() + tables[0].size() + tables[1].size());
+  if (int64_t(meta.size()) < meta_n) {
+    GK_ASSIGN_OR_RETURN(meta, DeviceBuffer<int32_t>::Allocate(size_t(meta_n * 2)));
+  }
+  h.insert(h.end(), tables[0].begin(), tables[0].end());
+  h.insert(h.end(), tables[1].begin(), tables[1].end());
+  // RoPE cos/sin per slot and token, in double as the CPU (kernels/ops.h).
+  for (size_t s = 0; s < rope.head_dim.size(); ++s) {
+    const int64_t H = rope.head_dim[s];
+    for (int64_t i = 0; i < T; ++i) {
+      RopeCosSin(rope.inv_freq[s].data(), H / 2, pos[i], h_rope.data() + rope_offset[s] + i * H);
+    }
+  }
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(meta.data(), h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                           stream), "copying the batch to the GPU"));
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(rope_table.data(), h_rope.data(), h_rope.size() * sizeof(float),
+                                           cudaMemcpyHostToDevice, stream), "copying RoPE angles to the GPU"));
+  const int32_t* d_ids = meta.data();
+  const int32_t* d_pos = d_ids + T;
+  const int32_t* d_rows = d_ids + 4 * T;
+  const int32_t* d_tables = d_ids + 4 * T + R;
+  const cuda::PagedTokens tokens[2] = {{d_pos, d_ids + 2 * T, d_tables},
+                                       {d_pos, d_ids + 3 * T, d_tables + tables[0].size()}};
+
+  const int64_t D = c.hidden_size, V = c.vocab_size;
+  GK_RETURN_IF_ERROR(cuda::EmbedRows(embed.data, embed.dtype, embed.rows, D, d_ids, T, embed_scale, -1, x.data(), stream));
+  if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PerLayerInputs(d_ids, T));
+  for (int l = 0; l < c.num_layers; ++l) GK_RETURN_IF_ERROR(Layer(l, T, pool, tokens));
+  if (R > 0) {
+    if (logits.size() < size_t(R * V)) {
+      GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the forward pass on the GPU"));
+      logits = {};
+      auto grown = DeviceBuffer<float>::Allocate(size_t(R * V));
+      if (!grown.ok()) return grown.status().Wrap(StrCat("logits of ", R, " rows on ", device_name));
+      logits = std::move(*grown);
+    }
+    GK_RETURN_IF_ERROR(cuda::GatherRows(x.data(), D, d_rows, R, xn.data(), stream));
+    GK_RETURN_IF_ERROR(cuda::RmsNormRows(xn.data(), final_norm, R, D, c.rms_norm_eps, xn.data(), stream));
+    GK_RETURN_IF_ERROR(gemm->Run(embed, xn.data(), R, logits.data()));
+    if (c.final_logit_softcap > 0.f) GK_RETURN_IF_ERROR(cuda::Softcap(logits.data(), R * V, c.final_logit_softcap, stream));
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(logits_out, logits.data(), size_t(R * V) * sizeof(float),
+                                             cudaMemcpyDeviceToHost, stream), "copying the logits from the GPU"));
+  }
+  return Check(cudaStreamSynchronize(stream), "the forward pass on the GPU");
+}
+
+Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::PagedTokens tokens[2]) {
+  const DeviceLayer& L = layers[size_t(l)];
+  const int64_t D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), F = c.MlpWidth(l);
+  const float eps = c.rms_norm_eps;
+  const float* cos_sin = rope_table.data() + rope_offset[size_t(rope.slot[size_t(l)])];
+  const int g = int(LayerKvGroup(c, l));
+
+  // Attention: projections, q/k/v norms, RoPE, the KV write, softmax(q·k)·v, o_proj.
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.input_norm, T, D, eps, xn.data(), stream));
+  GK_RETURN_IF_ERROR(gemm->Run(L.q, xn.data(), T, q.data()));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(q.data(), L.q_norm, T * N, H, eps, q.data(), stream));
+  GK_RETURN_IF_ERROR(cuda::RopeRows(q.data(), T, N, H, cos_sin, stream));
+  if (!c.IsKvShared(l)) {
+    GK_RETURN_IF_ERROR(gemm->Run(L.k, xn.data(), T, k.data()));
+    if (L.v.empty()) {  // K=V layer: V is the raw K projection, before k_norm and RoPE
+      GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(v.data(), k.data(), size_t(T * K * H) * sizeof(float),
+                                               cudaMemcpyDeviceToDevice, stream), "copying K to V"));
+    } else {
+      GK_RETURN_IF_ERROR(gemm->Run(L.v, xn.data(), T, v.data()));
+    }
+    GK_RETURN_IF_ERROR(cuda::RmsNormRows(k.data(), L.k_norm, T * K, H, eps, k.data(), stream));
+    GK_RETURN_IF_ERROR(cuda::RopeRows(k.data(), T, K, H, cos_sin, stream));
+    if (c.arch == Arch::kGemma4) GK_RETURN_IF_ERROR(cuda::RmsNormRows(v.data(), nullptr, T * K, H, eps, v.data(), stream));
+    GK_RETURN_IF_ERROR(cuda::PagedKvWrite(k.data(), v.data(), T, int(K), int(H), tokens[g], pool.block_size(),
+                                          pool.dtype(), pool.KData(l), pool.VData(l), stream));
+  }
+  const int source = c.KvSourceLayer(l);
+  cuda::PagedAttentionArgs a;
+  a.q = q.data();
+  a.out = att.data();
+  a.T = T;
+  a.num_heads = int(N);
+  a.kv_heads = int(K);
+  a.head_dim = int(H);
+  a.scale = AttentionScale(c);
+  a.window = c.IsFull(source) ? 0 : c.sliding_window;
+  a.tokens = tokens[g];
+  a.block_size = pool.block_size();
+  a.k_pool = pool.KData(source);
+  a.v_pool = pool.VData(source);
+  a.dtype = pool.dtype();
+  GK_RETURN_IF_ERROR(cuda::PagedAttention(a, stream));
+  GK_RETURN_IF_ERROR(gemm->Run(L.o, att.data(), T, out.data()));
+  GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_attn_norm, T, D, eps, x.data(), stream));
+
+  // GeGLU MLP.
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.pre_ffw_norm, T, D, eps, xn.data(), stream));
+  GK_RETURN_IF_ERROR(gemm->Run(L.gate, xn.data(), T, gate.data()));
+  GK_RETURN_IF_ERROR(gemm->Run(L.up, xn.data(), T, up.data()));
+  GK_RETURN_IF_ERROR(cuda::GeluTanhMul(gate.data(), up.data(), T * F, gate.data(), stream));
+  GK_RETURN_IF_ERROR(gemm->Run(L.down, gate.data(), T, out.data()));
+  GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_ffw_norm, T, D, eps, x.data(), stream));
+
+  if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PerLayerInputBlock(l, T));
+  if (L.layer_scalar != 1.f) GK_RETURN_IF_ERROR(cuda::ScaleRows(x.data(), T * D, L.layer_scalar, stream));
+  return Status::Ok();
+}
+
+// ple[t, l, :] = (RMSNorm_P(x_emb[t] · W_plmᵀ · D^-½) + E_ple[token] · sqrt(P)) · 2^-½
+// (GemmaModel::PerLayerInputs; x holds the scaled embeddings).
+Status CudaModel::Impl::PerLayerInputs(const int32_t* tokens, int64_t T) {
+  const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
+  GK_RETURN_IF_ERROR(gemm->Run(ple_model_proj, x.data(), T, ple.data()));
+  GK_RETURN_IF_ERROR(cuda::ScaleRows(ple.data(), T * LP, 1.f / std::sqrt(float(D)), stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(ple.data(), ple_proj_norm, T * c.num_layers, P, c.rms_norm_eps, ple.data(), stream));
+  // Ids past the PLE table take the pad token's row.
+  GK_RETURN_IF_ERROR(cuda::EmbedRows(ple_embed.data, ple_embed.dtype, ple_embed.rows, LP, tokens, T, ple_embed_scale,
+                                     c.pad_token_id, ple_tok.data(), stream));
+  return cuda::AddScale(ple.data(), ple_tok.data(), T * LP, 1.f / std::sqrt(2.f), stream);
+}
+
+// x += RMSNorm(W_proj(gelu_tanh(W_gate x) · ple[:, l, :]); post_per_layer_input_norm)
+Status CudaModel::Impl::PerLayerInputBlock(int l, int64_t T) {
+  const DeviceLayer& L = layers[size_t(l)];
+  const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
+  GK_RETURN_IF_ERROR(gemm->Run(L.ple_gate, x.data(), T, ple_gate.data()));
+  GK_RETURN_IF_ERROR(cuda::GeluTanhMulRows(ple_gate.data(), ple.data() + int64_t(l) * P, T, P, LP, ple_gate.data(), stream));
+  GK_RETURN_IF_ERROR(gemm->Run(L.ple_proj, ple_gate.data(), T, out.data()));
+  return cuda::RmsNormAddRows(out.data(), L.post_ple_norm, T, D, c.rms_norm_eps, x.data(), stream);
+}
+
+}  // namespace gk

@@ -1,0 +1,66 @@
+// The Gemma 4 / Gemma 3 decoder on one CUDA device: the GPU's ModelRunner (model/model_runner.h),
+// computing what GemmaModel computes on the CPU (the same config, weights and paged-pool layout;
+// tests compare the two). Weights and the KV pool live in device memory; the engine's block
+// tables are copied to the device once per pass; logits come back as host f32 rows.
+//
+// Runs: dense Gemma 4 (K=V global layers, head dims up to 512, proportional RoPE, KV sharing and
+// per-layer embeddings of E2B/E4B) and Gemma 3, bf16 or f32 weights, KV in f32, f16, bf16 or
+// fp8. Refused with one line: mixture-of-experts layers (26B-A4B), quantized weights, LoRA
+// adapters, tensor parallelism.
+// Thread safety: one thread drives it at a time (the engine thread), as GemmaModel.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/model_runner.h"
+#include "model/weights.h"
+
+namespace gk {
+
+struct CudaModelOptions {
+  int device = 0;                      // cuda:N
+  int max_chunk = 256;                 // tokens per forward pass
+  double gpu_memory_utilization = 0.9; // share of the device's memory weights + KV may take (vLLM's flag)
+};
+
+class CudaModel final : public ModelRunner {
+ public:
+  // Reads a Hugging Face checkpoint (mapped, not copied) and uploads it.
+  static Result<std::unique_ptr<CudaModel>> Load(const std::string& dir, const CudaModelOptions& o);
+  // Uploads weights held in host memory (row-major bf16 or f32 matrices: not packed, not
+  // quantized). Errors: what the runner does not run, not enough device memory (how much the
+  // model needs and the device has), CUDA errors.
+  static Result<std::unique_ptr<CudaModel>> Create(const ModelConfig& config, const ModelWeights& weights,
+                                                   const CudaModelOptions& o);
+  // Random weights made on the GPU (bench --preset: no checkpoint, no host copy): the config's
+  // tensors in dtype (bf16 or f32), uniform with PyTorch Linear's default range, norms of ones.
+  static Result<std::unique_ptr<CudaModel>> CreateRandom(const ModelConfig& config, DType dtype, uint64_t seed,
+                                                         const CudaModelOptions& o);
+  ~CudaModel() override;
+
+  const ModelConfig& config() const override;
+  int max_chunk() const override;
+  std::string device() const override;
+  DType default_kv_dtype() const override;
+  uint64_t kv_memory_budget() const override;
+  Result<std::unique_ptr<PagedKvPool>> NewPagedKvPool(const PagedKvOptions& o) override;
+  Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) override;
+
+  // Device bytes the weights take, and those a decode step reads (all but the PLE table, a lookup).
+  uint64_t weight_bytes() const;
+  uint64_t decode_bytes_per_token() const;
+
+ private:
+  struct Impl;
+  explicit CudaModel(std::unique_ptr<Impl> impl);
+  static Result<std::unique_ptr<CudaModel>> Make(const ModelConfig& config, const ModelWeights& weights,
+                                                 const CudaModelOptions& o, uint64_t random_seed);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Whether CudaModel runs a model of this config and these weights' dtypes: one line saying what
+// it does not run, else Ok. (Also checked by Create.)
+Status CheckCudaSupport(const ModelConfig& c, const ModelWeights& w);
+
+}  // namespace gk

@@ -1,0 +1,174 @@
+// The CUDA runner against the CPU runner (itself checked against the PyTorch oracle) on toy
+// presets: the same checkpoint and the same block tables; logits of a mixed pass (whole prompts,
+// prompt chunks, a decode), then 40 batched greedy decode steps whose tokens must agree.
+// Label cuda (Cuda* suites): skipped where no GPU is found.
+#include "model/cuda/cuda_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+#include "kernels/cuda/cuda_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/gemma_model.h"
+#include "model/toy_models_test_util.h"
+
+namespace gk {
+namespace {
+
+using cuda::RelErr;
+
+struct Case {
+  const char* preset;
+  DType weights;
+  DType kv;
+  double tolerance;  // max |gpu - cpu| / max |cpu| per pass
+};
+
+std::string Name(const Case& c) {
+  std::string s = StrCat(c.preset, "_", DTypeName(c.weights), "_kv", DTypeName(c.kv));
+  std::replace_if(s.begin(), s.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');
+  return s;
+}
+
+class CudaModelMatchesCpu : public ::testing::TestWithParam<Case> {};
+
+// Three sequences, each with its own 16 blocks of 4 positions in both groups.
+struct Batch {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<PagedSequence> seqs;
+  explicit Batch(std::mt19937& rng, int vocab) : tables(3), seqs(3) {
+    std::uniform_int_distribution<int32_t> tok(3, vocab - 1);
+    for (int len : {13, 5, 22}) {
+      prompts.emplace_back(size_t(len));
+      for (int32_t& t : prompts.back()) t = tok(rng);
+    }
+    for (int s = 0; s < 3; ++s) {
+      for (int b = 0; b < 16; ++b) tables[size_t(s)].push_back(s * 16 + b);
+      seqs[size_t(s)].blocks[0] = seqs[size_t(s)].blocks[1] = tables[size_t(s)];
+    }
+  }
+};
+
+int32_t Greedy(const float* row, int64_t V) { return int32_t(std::max_element(row, row + V) - row); }
+
+TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
+  SKIP_WITHOUT_GPU();
+  const Case& k = GetParam();
+  SetBf16Activations(Bf16Activations::kSplit);  // f32-accurate activations on both runners
+  const ModelConfig config = ToyConfig(k.preset, 6);
+  const std::string dir = WriteToyModel(config, "gk_cuda_" + Name(k), k.weights, 7);
+  ThreadPool threads(2);
+  ModelLoadOptions lo;
+  lo.max_chunk = 64;
+  auto cpu = GemmaModel::Load(dir, &threads, lo);
+  ASSERT_TRUE(cpu.ok()) << cpu.message();
+  CudaModelOptions co;
+  co.max_chunk = 64;
+  auto gpu = CudaModel::Load(dir, co);
+  ASSERT_TRUE(gpu.ok()) << gpu.message();
+  PagedKvOptions po;
+  po.block_size = 4;
+  po.dtype = k.kv;
+  po.num_blocks[0] = po.num_blocks[1] = 48;
+  auto cpu_pool = (*cpu)->NewPagedKvPool(po);
+  auto gpu_pool = (*gpu)->NewPagedKvPool(po);
+  ASSERT_TRUE(cpu_pool.ok() && gpu_pool.ok()) << gpu_pool.message();
+  EXPECT_FALSE((*gpu_pool)->on_host());
+
+  std::mt19937 rng(std::random_device{}());
+  const int64_t V = config.vocab_size;
+  Batch cpu_b(rng, int(V));
+  Batch gpu_b = cpu_b;
+  for (int s = 0; s < 3; ++s) {
+    gpu_b.seqs[size_t(s)].blocks[0] = gpu_b.seqs[size_t(s)].blocks[1] = gpu_b.tables[size_t(s)];
+  }
+  // Runs the same items on both runners; compares the logits; advances both batches.
+  auto step = [&](std::vector<std::pair<int, std::vector<int32_t>>> work, std::vector<LogitsMode> modes,
+                  std::vector<float>& cpu_logits, std::vector<float>& gpu_logits) {
+    std::vector<PagedBatchItem> ci, gi;
+    int64_t rows = 0;
+    for (size_t i = 0; i < work.size(); ++i) {
+      const auto& [s, tokens] = work[i];
+      ci.push_back({tokens, &cpu_b.seqs[size_t(s)], modes[i], nullptr});
+      gi.push_back({tokens, &gpu_b.seqs[size_t(s)], modes[i], nullptr});
+      rows += modes[i] == LogitsMode::kAll ? int64_t(tokens.size()) : modes[i] == LogitsMode::kLast ? 1 : 0;
+    }
+    cpu_logits.assign(size_t(rows * V), 0.f);
+    gpu_logits = cuda::Poison(size_t(rows * V));
+    ASSERT_TRUE((*cpu)->ForwardPaged(ci, **cpu_pool, cpu_logits.data()).ok());
+    const Status st = (*gpu)->ForwardPaged(gi, **gpu_pool, gpu_logits.data());
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_LT(RelErr(gpu_logits, cpu_logits), k.tolerance);
+    for (const auto& [s, tokens] : work) {
+      cpu_b.seqs[size_t(s)].num_tokens += int64_t(tokens.size());
+      gpu_b.seqs[size_t(s)].num_tokens += int64_t(tokens.size());
+    }
+  };
+  auto part = [](const std::vector<int32_t>& v, size_t b, size_t e) { return std::vector<int32_t>(v.begin() + b, v.begin() + e); };
+  const auto& p = cpu_b.prompts;
+  std::vector<float> cl, gl;
+  // Pass 1: a whole prompt (every row), a chunk wanting no logits, a chunk wanting its last.
+  step({{0, p[0]}, {1, part(p[1], 0, 3)}, {2, part(p[2], 0, 10)}}, {LogitsMode::kAll, LogitsMode::kNone, LogitsMode::kLast},
+       cl, gl);
+  const int32_t first = Greedy(cl.data() + 12 * V, V);
+  // Pass 2: a decode step beside the other two prompts' rests.
+  step({{0, {first}}, {1, part(p[1], 3, 5)}, {2, part(p[2], 10, 22)}}, {LogitsMode::kLast, LogitsMode::kLast, LogitsMode::kAll},
+       cl, gl);
+  int32_t next_cpu[3] = {Greedy(cl.data(), V), Greedy(cl.data() + V, V), Greedy(cl.data() + 13 * V, V)};
+  int32_t next_gpu[3] = {Greedy(gl.data(), V), Greedy(gl.data() + V, V), Greedy(gl.data() + 13 * V, V)};
+  // Batched greedy decode: each runner feeds back its own choices; they must agree.
+  for (int i = 0; i < 40 && !HasFailure(); ++i) {
+    for (int s = 0; s < 3; ++s) ASSERT_EQ(next_gpu[s], next_cpu[s]) << "decode step " << i << ", sequence " << s;
+    step({{0, {next_cpu[0]}}, {1, {next_cpu[1]}}, {2, {next_cpu[2]}}}, {LogitsMode::kLast, LogitsMode::kLast, LogitsMode::kLast},
+         cl, gl);
+    for (int s = 0; s < 3; ++s) {
+      next_cpu[s] = Greedy(cl.data() + s * V, V);
+      next_gpu[s] = Greedy(gl.data() + s * V, V);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    CudaPresets, CudaModelMatchesCpu,
+    ::testing::Values(Case{"tiny", DType::kF32, DType::kF32, 1e-4}, Case{"tiny-e2b", DType::kF32, DType::kF32, 1e-4},
+                      Case{"gemma3-270m", DType::kF32, DType::kF32, 1e-4},
+                      Case{"tiny", DType::kBF16, DType::kF16, 2e-3}, Case{"tiny-e2b", DType::kBF16, DType::kF16, 2e-3},
+                      Case{"gemma3-270m", DType::kBF16, DType::kBF16, 2e-3},
+                      Case{"tiny", DType::kBF16, DType::kFp8E4m3, 3e-2}, Case{"tiny", DType::kF32, DType::kFp8E5m2, 3e-2}),
+    [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
+
+TEST(CudaModel, RefusesWhatItDoesNotRun) {
+  SKIP_WITHOUT_GPU();
+  const ModelConfig config = ToyConfig("tiny-moe", 6);
+  const std::string dir = WriteToyModel(config, "gk_cuda_moe", DType::kBF16, 3);
+  auto gpu = CudaModel::Load(dir, {});
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.message().find("mixture-of-experts"), std::string::npos) << gpu.message();
+  std::filesystem::remove_all(dir);
+
+  const ModelConfig tiny = ToyConfig("tiny", 6);
+  const std::string tdir = WriteToyModel(tiny, "gk_cuda_refuse", DType::kBF16, 3);
+  auto m = CudaModel::Load(tdir, {});
+  ASSERT_TRUE(m.ok()) << m.message();
+  auto host_pool = PagedKvPool::Create(tiny, PagedKvOptions{4, DType::kF16, {8, 8}});
+  ASSERT_TRUE(host_pool.ok());
+  std::vector<int32_t> table = {0, 1};
+  PagedSequence seq;
+  seq.blocks[0] = seq.blocks[1] = table;
+  const std::vector<int32_t> tokens = {5, 6};
+  PagedBatchItem item{tokens, &seq, LogitsMode::kLast, nullptr};
+  std::vector<float> logits(size_t(tiny.vocab_size));
+  const Status st = (*m)->ForwardPaged({&item, 1}, **host_pool, logits.data());
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("host memory"), std::string::npos) << st.message();
+  std::filesystem::remove_all(tdir);
+}
+
+}  // namespace
+}  // namespace gk

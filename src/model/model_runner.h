@@ -1,0 +1,39 @@
+// What the engines need from a decoder on some device (design: ../docs/ARCHITECTURE.md, "Devices"):
+// the config, the largest pass, a paged KV pool whose bytes live where the runner computes, and
+// one batched forward pass over it. GemmaModel is the CPU runner; CudaModel (model/cuda/) the
+// GPU's. Block tables, prefix hashes and scheduling stay on the host, in the engine, for both.
+// Logits come back to the host as f32 rows: the engines sample there.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "model/config.h"
+#include "model/paged_kv.h"
+#include "tensor/dtype.h"
+#include "util/result.h"
+
+namespace gk {
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  // Tokens per forward pass at most (prefill is cut into chunks of this size).
+  virtual int max_chunk() const = 0;
+  // Where the runner computes: "cpu", "cuda:0".
+  virtual std::string device() const = 0;
+  // The KV element type a pool gets when the user names none (f32 for f32 weights, else f16).
+  virtual DType default_kv_dtype() const = 0;
+  // Bytes a KV pool may take on the runner's device beside what it holds; 0: no device-side
+  // limit (host memory; the engine's own default applies).
+  virtual uint64_t kv_memory_budget() const { return 0; }
+  // A pool whose storage the runner's ForwardPaged reads and writes.
+  virtual Result<std::unique_ptr<PagedKvPool>> NewPagedKvPool(const PagedKvOptions& o) = 0;
+  // Runs a batch of sequences' new tokens (GemmaModel::ForwardPaged has the contract).
+  virtual Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) = 0;
+};
+
+}  // namespace gk

@@ -1,0 +1,181 @@
+#include "tools/bench/cuda/gpu_model_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engines/generate/single_sequence.h"
+#include "kernels/cuda/device_limits.h"
+#include "kernels/ops.h"
+#include "model/cuda/cuda_model.h"
+#include "model/presets.h"
+#include "util/clock.h"
+
+namespace gk {
+namespace {
+
+std::vector<int32_t> RandomTokens(const ModelConfig& c, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = int32_t(rng() % uint32_t(c.vocab_size));
+  t[0] = c.bos_token_id;
+  return t;
+}
+
+// B sequences in one pool: their prompts prefilled (passes of at most max_chunk tokens), then
+// gen_len decode steps of all B together. Returns (seconds of the prefills, seconds of the decodes).
+Result<std::pair<double, double>> RunBatch(ModelRunner& m, int B, int prompt, int gen) {
+  const ModelConfig& c = m.config();
+  const int bs = 16;
+  const int64_t per_seq = (prompt + gen + bs - 1) / bs;
+  PagedKvOptions po;
+  po.block_size = bs;
+  po.dtype = m.default_kv_dtype();
+  po.num_blocks[0] = po.num_blocks[1] = per_seq * B;
+  GK_ASSIGN_OR_RETURN(auto pool, m.NewPagedKvPool(po));
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(B)), prompts;
+  std::vector<PagedSequence> seqs(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) {
+    for (int64_t i = 0; i < per_seq; ++i) tables[size_t(b)].push_back(int32_t(b * per_seq + i));
+    seqs[size_t(b)].blocks[0] = seqs[size_t(b)].blocks[1] = tables[size_t(b)];
+    prompts.push_back(RandomTokens(c, prompt, uint32_t(100 + b)));
+  }
+  const int64_t V = c.vocab_size;
+  std::vector<float> logits(size_t(B) * size_t(V));
+  std::vector<int32_t> next(static_cast<size_t>(B));
+  const double t0 = NowSeconds();
+  // Prefill: whole prompts side by side, as many as fit a pass.
+  for (int b = 0; b < B;) {
+    std::vector<PagedBatchItem> items;
+    int64_t tokens = 0;
+    const int first = b;
+    while (b < B && (items.empty() || tokens + prompt <= m.max_chunk())) {
+      items.push_back({prompts[size_t(b)], &seqs[size_t(b)], LogitsMode::kLast, nullptr});
+      tokens += prompt;
+      ++b;
+    }
+    GK_RETURN_IF_ERROR(m.ForwardPaged(items, *pool, logits.data() + size_t(first) * size_t(V)));
+    for (int i = first; i < b; ++i) seqs[size_t(i)].num_tokens = prompt;
+  }
+  const double t1 = NowSeconds();
+  std::vector<PagedBatchItem> items(static_cast<size_t>(B));
+  for (int step = 0; step < gen; ++step) {
+    for (int b = 0; b < B; ++b) {
+      next[size_t(b)] = int32_t(ArgMax(logits.data() + size_t(b) * size_t(V), V));
+      items[size_t(b)] = {{&next[size_t(b)], 1}, &seqs[size_t(b)], LogitsMode::kLast, nullptr};
+    }
+    GK_RETURN_IF_ERROR(m.ForwardPaged(items, *pool, logits.data()));
+    for (auto& s : seqs) ++s.num_tokens;
+  }
+  return std::make_pair(t1 - t0, NowSeconds() - t1);
+}
+
+}  // namespace
+
+Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
+  GK_ASSIGN_OR_RETURN(const cuda::DeviceLimits limits, cuda::MeasureDeviceLimits());
+  CudaModelOptions co;
+  co.device = o.device;
+  co.max_chunk = std::max({o.prompt_len, o.batch, 1});
+  co.gpu_memory_utilization = o.gpu_memory_utilization;
+  const double t0 = NowSeconds();
+  std::unique_ptr<CudaModel> model;
+  if (!o.preset.empty()) {
+    GK_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(o.preset));
+    if (o.num_layers > 0 && o.num_layers < c.num_layers) {
+      c.num_layers = o.num_layers;
+      c.layer_types.resize(size_t(o.num_layers));
+      c.num_kv_shared_layers = std::min(c.num_kv_shared_layers, o.num_layers / 2);
+      if (!c.layer_head_dim.empty()) c.layer_head_dim.resize(size_t(o.num_layers));
+      if (!c.layer_kv_heads.empty()) c.layer_kv_heads.resize(size_t(o.num_layers));
+    }
+    GK_ASSIGN_OR_RETURN(model, CudaModel::CreateRandom(c, DType::kBF16, 1234, co));
+  } else {
+    GK_ASSIGN_OR_RETURN(model, CudaModel::Load(o.model_dir, co));
+  }
+  const double load_s = NowSeconds() - t0;
+  const ModelConfig& c = model->config();
+  const double bytes_per_token = double(model->decode_bytes_per_token());
+  const double weights_per_token = bytes_per_token / 2.0;  // bf16
+  const double head = double(c.vocab_size) * double(c.hidden_size);
+  // Prefill computes the head for the last position only; a batched decode step for every row.
+  const double prefill_flops = 2.0 * (weights_per_token - head) + 2.0 * head / o.prompt_len;
+  const double decode_flops = 2.0 * weights_per_token;
+
+  const auto prompt = RandomTokens(c, o.prompt_len, 7);
+  GK_ASSIGN_OR_RETURN(SingleSequence seq, SingleSequence::Create(*model, o.prompt_len + o.gen_len));
+  std::vector<float> logits(size_t(c.vocab_size));
+  std::vector<double> prefill, decode;
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    seq.Clear();
+    double s = NowSeconds();
+    GK_RETURN_IF_ERROR(seq.Forward(prompt, LogitsMode::kLast, logits.data()));
+    prefill.push_back(o.prompt_len / (NowSeconds() - s));
+    s = NowSeconds();
+    for (int i = 0; i < o.gen_len; ++i) {
+      const int32_t next = int32_t(ArgMax(logits.data(), c.vocab_size));
+      GK_RETURN_IF_ERROR(seq.Forward({&next, 1}, LogitsMode::kLast, logits.data()));
+    }
+    decode.push_back(o.gen_len / (NowSeconds() - s));
+  }
+  nlohmann::json r = {
+      {"model", o.preset.empty() ? o.model_dir : "preset " + o.preset + " (random bf16 weights on the GPU)"},
+      {"device", model->device()},
+      {"layers", c.num_layers},
+      {"params_b", double(c.ParameterCount()) / 1e9},
+      {"weight_gb", double(model->weight_bytes()) / 1e9},
+      {"load_seconds", load_s},
+      {"copy_gbps", limits.copy_bytes_per_s / 1e9},
+      {"gemm_bf16_tflops", limits.bf16_flop_per_s / 1e12},
+      {"bytes_per_token", bytes_per_token},
+      {"prompt_len", o.prompt_len},
+      {"prefill_tok_s", Median(prefill)},
+      {"gen_len", o.gen_len},
+      {"decode_tok_s", Median(decode)},
+  };
+  r["decode_ratio"] = r["decode_tok_s"].get<double>() * bytes_per_token / limits.copy_bytes_per_s;
+  r["prefill_ratio"] = r["prefill_tok_s"].get<double>() * prefill_flops / limits.bf16_flop_per_s;
+  if (o.batch > 0) {
+    std::vector<double> rates, burst;
+    for (int rep = 0; rep < o.repeats; ++rep) {
+      GK_ASSIGN_OR_RETURN(auto t, RunBatch(*model, o.batch, o.batch_prompt, o.gen_len));
+      rates.push_back(double(o.batch) * o.gen_len / t.second);
+      burst.push_back(double(o.batch) * o.gen_len / (t.first + t.second));
+    }
+    r["batch"] = o.batch;
+    r["batch_prompt"] = o.batch_prompt;
+    r["batch_decode_tok_s"] = Median(rates);
+    r["batch_ratio"] = Median(rates) * decode_flops / limits.bf16_flop_per_s;
+    r["burst_output_tok_s"] = Median(burst);
+  }
+  return r;
+}
+
+std::string FormatGpuModelBench(const nlohmann::json& r) {
+  char buf[2048];
+  std::snprintf(buf, sizeof(buf),
+                "model    %s: %d layers, %.2f B params, %.1f GB of weights on %s (made in %.1f s)\n"
+                "device   copy bandwidth %.0f GB/s | cuBLASLt bf16 GEMM %.0f TFLOP/s (measured now)\n"
+                "prefill  %d tokens: %.0f tokens/s = %.2f of the GEMM rate\n"
+                "decode   %d tokens: %.2f tokens/s x %.2f GB/token = %.0f GB/s = %.2f of copy bandwidth\n",
+                r["model"].get<std::string>().c_str(), r["layers"].get<int>(), r["params_b"].get<double>(),
+                r["weight_gb"].get<double>(), r["device"].get<std::string>().c_str(), r["load_seconds"].get<double>(),
+                r["copy_gbps"].get<double>(), r["gemm_bf16_tflops"].get<double>(), r["prompt_len"].get<int>(),
+                r["prefill_tok_s"].get<double>(), r["prefill_ratio"].get<double>(), r["gen_len"].get<int>(),
+                r["decode_tok_s"].get<double>(), r["bytes_per_token"].get<double>() / 1e9,
+                r["decode_tok_s"].get<double>() * r["bytes_per_token"].get<double>() / 1e9, r["decode_ratio"].get<double>());
+  std::string out = buf;
+  if (r.contains("batch")) {
+    std::snprintf(buf, sizeof(buf),
+                  "batched  %d sequences: %.0f tokens/s = %.2f of the GEMM rate\n"
+                  "burst    %d prompts of %d tokens, %d out each, all at once: %.0f output tokens/s\n",
+                  r["batch"].get<int>(), r["batch_decode_tok_s"].get<double>(), r["batch_ratio"].get<double>(),
+                  r["batch"].get<int>(), r["batch_prompt"].get<int>(), r["gen_len"].get<int>(),
+                  r["burst_output_tok_s"].get<double>());
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace gk
