@@ -8,10 +8,17 @@
 #                                               test scripts, in .device/gemmakit-device.tar.xz
 #   scripts/device_check.sh run [OUT_DIR]       there, from the repository root (the tree and
 #                                               .device travel: `carry: [".device"]`): unpacks,
-#                                               then runs `gemmakit devices` and the GPU tests
+#                                               then runs `gemmakit devices`, the GPU tests
 #                                               (gemmakit_tests' Cuda* suites, the ctest label
-#                                               `cuda`), writing logs and JSON to OUT_DIR
-#                                               ($OUT by default); the summary is printed last.
+#                                               `cuda`), `bench model --device cuda` on the 31B
+#                                               and E4B shapes (random weights made on the GPU)
+#                                               and the serving end-to-end test with --device
+#                                               cuda, and the 64-prompt burst through `serve
+#                                               --device cuda --preset 31b` and `bench serve`:
+#                                               OUT_DIR ($OUT by default) gets summary.txt and
+#                                               results.tar.gz (every log and JSON); the summary
+#                                               and the figures are printed last.
+# cuBLASLt is not packed: gemmakit opens the GPU machine's own at run time.
 #
 # Each step's exit status is recorded in OUT_DIR/summary.txt; `run` exits non-zero if any failed.
 set -uo pipefail
@@ -27,6 +34,7 @@ pack)
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib"
   cp "$build/gemmakit" "$build/gemmakit_tests" "$stage/bin/"
+  cp -r "$build/tokenizer" "$stage/bin/"  # beside the binary, where `init` looks for it
   # Every library the binaries load except the C runtime and the compiler's, which the GPU
   # machine's (newer) system has.
   ldd "$build/gemmakit" "$build/gemmakit_tests" | awk '$3 ~ /^\// {print $3}' | sort -u |
@@ -45,27 +53,69 @@ run)
   dir=$(mktemp -d)
   tar -C "$dir" -xJf .device/gemmakit-device.tar.xz
   export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  gk="$dir/bin/gemmakit"
+  tok="$dir/bin/tokenizer/gemma3"
+  # Logs go to one folder, packed at the end: the device tool brings back 8 files at most.
+  logs="$dir/results"
+  mkdir -p "$logs"
   failed=0
-  : > "$out/summary.txt"
-  step() {  # step NAME COMMAND...: output to OUT/NAME.log, status to the summary
+  : > "$logs/summary.txt"
+  step() {  # step NAME COMMAND...: output to NAME.log, status to the summary
     local name=$1
     shift
     local t0=$SECONDS
-    "$@" > "$out/$name.log" 2>&1
+    "$@" > "$logs/$name.log" 2>&1
     local rc=$?
-    echo "$name: exit $rc ($((SECONDS - t0)) s)" >> "$out/summary.txt"
+    echo "$name: exit $rc ($((SECONDS - t0)) s)" >> "$logs/summary.txt"
     [ $rc -eq 0 ] || failed=1
   }
+  # The reference case's burst through the real server and client: 64 prompts of 128 tokens,
+  # 256 out each, all at once (vLLM reached 3,158 output tokens/s on 2xH100).
+  serve_burst() {  # serve_burst PRESET [--num-layers N]
+    local preset=$1
+    shift
+    "$gk" serve --device cuda --preset "$preset" "$@" --port 8011 --max-model-len 4096 --max-num-seqs 64 \
+      --tokenizer-dir "$tok" > "$logs/serve_$preset.log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 300); do  # until it listens, or it has died
+      (exec 3<> /dev/tcp/127.0.0.1/8011) 2> /dev/null && break
+      kill -0 "$pid" 2> /dev/null || { echo "the server exited:"; tail -3 "$logs/serve_$preset.log"; return 1; }
+      sleep 1
+    done
+    "$gk" bench serve --port 8011 --tokenizer "$tok" --num-prompts 64 --random-input-len 128 --random-output-len 256 \
+      --request-rate inf --ready-check-timeout-sec 60 --save-result --result-dir "$logs" \
+      --result-filename "serve_burst_$preset.json"
+    local rc=$?
+    kill "$pid" 2> /dev/null
+    wait "$pid"
+    return $rc
+  }
   step nvidia_smi nvidia-smi
-  step devices "$dir/bin/gemmakit" devices
-  "$dir/bin/gemmakit" devices --json > "$out/devices.json" 2>&1
-  step cuda_tests "$dir/bin/gemmakit_tests" --gtest_filter='Cuda*' --gtest_output="json:$out/cuda_tests.json"
-  cat "$out/summary.txt"
-  grep -h -E '^\[  (FAILED|SKIPPED) ' "$out/cuda_tests.log" | head -20
+  step devices "$gk" devices
+  "$gk" devices --json > "$logs/devices.json" 2>&1
+  step cuda_tests "$dir/bin/gemmakit_tests" --gtest_filter='Cuda*' --gtest_output="json:$logs/cuda_tests.json"
+  # The speed figures of the CUDA backend issue: the 31B shape (its first 40 layers where the
+  # GPU's memory cannot hold all 60: the figures then say so), then E4B.
+  layers=()
+  step bench_31b "$gk" bench model --device cuda --preset 31b --repeats 2
+  if grep -q "GPU memory" "$logs/bench_31b.log"; then
+    layers=(--num-layers 40)
+    step bench_31b_40layers "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2
+  fi
+  step bench_e4b "$gk" bench model --device cuda --preset e4b --repeats 2
+  step serve_burst_31b serve_burst 31b "${layers[@]}"
+  step serve_e2e_cuda env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_SERVE_EXTRA_ARGS="--device cuda" \
+    python3 tests/serve/serve_e2e_test.py --gemmakit "$gk"
+  cp "$logs/summary.txt" "$out/"
+  tar -C "$dir" -czf "$out/results.tar.gz" results
+  cat "$logs/summary.txt"
+  grep -h -E '^(model|device|prefill|decode|batched|burst) ' "$logs"/bench_*.log
+  grep -h -E '^(Output token throughput|Successful requests|Benchmark duration)' "$logs/serve_burst_31b.log"
+  grep -h -E '^\[  (FAILED|SKIPPED) ' "$logs/cuda_tests.log" | head -20
   exit $failed
   ;;
 *)
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

@@ -51,14 +51,7 @@ int RunInit(int argc, char** argv) {
   app.add_option("--tokenizer-dir", tokenizer_dir, "directory holding the Gemma 3 tokenizer.json to install");
   CLI11_PARSE(app, argc, argv);
 
-  auto config = PresetConfig(preset);
-  if (config.ok() && num_layers > 0) {
-    if (num_layers > config->num_layers) {
-      return Fail(StrCat("--num-layers ", num_layers, ": the preset has ", config->num_layers));
-    }
-    config->num_layers = num_layers;
-    config->layer_types.resize(size_t(num_layers));
-  }
+  auto config = PresetConfig(preset, num_layers);
   if (!config.ok()) return Fail(config.status());
   RandomModelOptions o;
   o.seed = seed;

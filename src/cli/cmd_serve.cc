@@ -1,4 +1,4 @@
-// gemmakit serve --model DIR [--host 127.0.0.1] [--port 8000] [--served-model-name N ...]
+// gemmakit serve (--model DIR | --device cuda --preset NAME [--num-layers N]) [--host 127.0.0.1] [--port 8000] [--served-model-name N ...]
 //   [--max-model-len N] [--max-num-seqs N] [--max-num-batched-tokens N] [--kv-cache-dtype auto|...]
 //   [--kv-cache-memory BYTES | --kv-cache-memory-fraction F] [--block-size 16]
 //   [--[no-]enable-prefix-caching] [--[no-]enable-chunked-prefill] [--api-key KEY] [--max-queue N]
@@ -26,6 +26,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/common.h"
+#include "model/presets.h"
 #include "dist/communicator.h"
 #include "engines/serve/engine.h"
 #include "engines/serve/lora_registry.h"
@@ -74,7 +75,13 @@ int RunServe(int argc, char** argv) {
   int port = 8000, max_queue = 4096;
   double kv_fraction = 0;
   EngineOptions eo;
-  app.add_option("--model", model_dir, "model directory (Hugging Face layout)")->required();
+  std::string preset;
+  int preset_layers = 0;
+  auto* model_opt = app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
+  app.add_option("--preset", preset, "--device cuda: serve a preset's shape with random bf16 weights made on the GPU "
+                                     "(serving benchmarks without a checkpoint), e.g. 31b")
+      ->excludes(model_opt);
+  app.add_option("--num-layers", preset_layers, "with --preset: its first N layers only")->check(CLI::Range(1, 4096));
   app.add_option("--host", host, "address to listen on (loopback by default)");
   app.add_option("--port", port, "TCP port (0: any free port, printed at start-up)")->check(CLI::Range(0, 65535));
   app.add_option("--served-model-name", served_names,
@@ -195,17 +202,31 @@ int RunServe(int argc, char** argv) {
   if (!tp.ok()) return Fail(tp.status());
   if (lora_on && tp->active()) return Fail("LoRA adapters are not supported with --tp yet: serve on one process");
 
-  if (!std::filesystem::is_directory(model_dir)) {
+  if (model_dir.empty() && preset.empty()) return Fail("serve needs --model DIR (or, with --device cuda, --preset NAME)");
+  if (!preset.empty()) model_dir = preset;  // the served name and root (no directory behind it)
+  if (preset.empty() && !std::filesystem::is_directory(model_dir)) {
     return Fail(StrCat("--model ", model_dir, ": not a directory (give a Hugging Face model directory)"));
   }
   auto tokenizer = LoadServeTokenizer(model_dir, tokenizer_dir);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   ThreadPool pool(engine_flags.threads);
   ModelLoadOptions lo;
+  if (engine_flags.device != "cpu") {
+    // A GPU runs a step's whole token budget in one pass (the CPU's 256-token passes keep its
+    // working set in cache; a GPU wants the widest products).
+    lo.max_chunk = int(std::min<int64_t>(eo.max_num_batched_tokens > 0 ? eo.max_num_batched_tokens : 2048, 16384));
+  }
   lo.quantize = engine_flags.Quantize();
   lo.tp = *tp;
   if (kv_fraction > 0) engine_flags.gpu_memory_utilization = kv_fraction;  // the GPU's share, on --device cuda
-  auto model = engine_flags.LoadRunner(model_dir, &pool, lo);
+  Result<std::unique_ptr<ModelRunner>> model = Status::Error("");
+  if (preset.empty()) {
+    model = engine_flags.LoadRunner(model_dir, &pool, lo);
+  } else {
+    auto config = PresetConfig(preset, preset_layers);
+    if (!config.ok()) return Fail(config.status());
+    model = engine_flags.RandomRunner(*config, lo);
+  }
   if (!model.ok()) return Fail(model.status());
   // Tensor parallelism and LoRA adapters are the CPU runner's (LoadRunner refuses --tp elsewhere).
   GemmaModel* cpu_model = dynamic_cast<GemmaModel*>(model->get());

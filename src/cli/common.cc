@@ -98,6 +98,14 @@ Result<std::unique_ptr<ModelRunner>> EngineFlags::LoadRunner(const std::string& 
   return LoadModelRunner(model_dir, pool, o);
 }
 
+Result<std::unique_ptr<ModelRunner>> EngineFlags::RandomRunner(const ModelConfig& config, const ModelLoadOptions& lo) const {
+  RunnerOptions o;
+  GK_ASSIGN_OR_RETURN(o.device, ParseDeviceSpec(device));
+  o.cpu = lo;
+  o.gpu_memory_utilization = gpu_memory_utilization;
+  return RandomModelRunner(config, o);
+}
+
 Result<TensorParallel> EngineFlags::TensorParallelGroup() const {
   if (tp < 1) return Status::Error(StrCat("--tp must be at least 1, got ", tp));
   if (tp == 1 && !dist::LaunchedByMpi()) return TensorParallel{};

@@ -47,6 +47,8 @@ struct EngineFlags {
   // The model on --device (model/load_runner.h), lo's max_chunk and CPU options applied.
   Result<std::unique_ptr<ModelRunner>> LoadRunner(const std::string& model_dir, ThreadPool* pool,
                                                   const ModelLoadOptions& lo) const;
+  // --preset: random weights of config's shape made on --device (a GPU).
+  Result<std::unique_ptr<ModelRunner>> RandomRunner(const ModelConfig& config, const ModelLoadOptions& lo) const;
   // --tp N: every rank of `mpirun -np N` holds 1/N of the model (model/tensor_parallel.h). Ranks
   // other than 0 then print nothing on stdout, and an error on any rank ends them all (Fail).
   // A run under mpirun without --tp, or with another rank count, is refused.

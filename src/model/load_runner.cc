@@ -29,4 +29,22 @@ Result<std::unique_ptr<ModelRunner>> LoadModelRunner(const std::string& dir, Thr
 #endif
 }
 
+Result<std::unique_ptr<ModelRunner>> RandomModelRunner(const ModelConfig& config, const RunnerOptions& o) {
+  if (o.device.kind == DeviceKind::kCpu) {
+    return Status::Error("--preset runs on --device cuda only; for the CPU write the model first: gemmakit init --preset NAME --out DIR");
+  }
+  GK_RETURN_IF_ERROR(CheckDeviceAvailable(o.device));
+#ifdef GK_HAVE_CUDA
+  CudaModelOptions co;
+  co.device = o.device.index;
+  co.max_chunk = o.cpu.max_chunk;
+  co.gpu_memory_utilization = o.gpu_memory_utilization;
+  GK_ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> m, CudaModel::CreateRandom(config, DType::kBF16, 1234, co));
+  return std::unique_ptr<ModelRunner>(std::move(m));
+#else
+  (void)config;
+  return Status::Error(StrCat("--device ", o.device.ToString(), ": this gemmakit was built without the CUDA backend"));
+#endif
+}
+
 }  // namespace gk

@@ -22,4 +22,8 @@ struct RunnerOptions {
 // the device's (not built in, absent, too small, a model it does not run).
 Result<std::unique_ptr<ModelRunner>> LoadModelRunner(const std::string& dir, ThreadPool* pool, const RunnerOptions& o);
 
+// A model of config's shape with random bf16 weights made on the device (serve and bench
+// --preset: no checkpoint). GPUs only: on the CPU, `gemmakit init --preset` writes one.
+Result<std::unique_ptr<ModelRunner>> RandomModelRunner(const ModelConfig& config, const RunnerOptions& o);
+
 }  // namespace gk

@@ -145,4 +145,19 @@ Result<ModelConfig> PresetConfig(const std::string& name) {
   return c;
 }
 
+Result<ModelConfig> PresetConfig(const std::string& name, int num_layers) {
+  GK_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(name));
+  if (num_layers <= 0 || num_layers == c.num_layers) return c;
+  if (num_layers > c.num_layers) {
+    return Status::Error(StrCat("--num-layers ", num_layers, ": the preset has ", c.num_layers));
+  }
+  c.num_kv_shared_layers = int(int64_t(c.num_kv_shared_layers) * num_layers / c.num_layers);
+  c.num_layers = num_layers;
+  c.layer_types.resize(size_t(num_layers));
+  if (!c.layer_head_dim.empty()) c.layer_head_dim.resize(size_t(num_layers));
+  if (!c.layer_kv_heads.empty()) c.layer_kv_heads.resize(size_t(num_layers));
+  GK_RETURN_IF_ERROR(ValidateModelConfig(c).Wrap(StrCat("--num-layers ", num_layers)));
+  return c;
+}
+
 }  // namespace gk

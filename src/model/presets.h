@@ -16,6 +16,10 @@ namespace gk {
 // tiny-moe  the 26B-A4B feature: a mixture-of-experts block beside the dense MLP.
 // e2b, e4b, 31b, gemma3-270m, gemma3-1b: the real shapes.
 Result<ModelConfig> PresetConfig(const std::string& name);
+// The preset's first num_layers layers (0: all), with the same tensor shapes: a 31B-shaped model
+// that fits a disk or a GPU. KV-shared layers (E2B/E4B) keep their share of the layers.
+// Errors: an unknown name, more layers than the preset has.
+Result<ModelConfig> PresetConfig(const std::string& name, int num_layers);
 std::vector<std::string> PresetNames();
 
 }  // namespace gk

@@ -49,10 +49,12 @@ def make_tiny_model(gemmakit, out_dir):
 
 
 class ServeProcess:
-    """The server as a child process; its stderr is collected in `self.log`."""
+    """The server as a child process; its stderr is collected in `self.log`. GEMMAKIT_SERVE_EXTRA_ARGS
+    (say "--device cuda", as scripts/device_check.sh runs the serving tests on a GPU) is appended."""
 
     def __init__(self, gemmakit, model_dir, args=(), start_timeout=120):
-        self.cmd = [gemmakit, "serve", "--model", model_dir, "--port", "0", "--threads", "2", *args]
+        extra = os.environ.get("GEMMAKIT_SERVE_EXTRA_ARGS", "").split()
+        self.cmd = [gemmakit, "serve", "--model", model_dir, "--port", "0", "--threads", "2", *args, *extra]
         self.start_timeout = start_timeout
         self.log = []
         self.base_url = None

@@ -413,23 +413,22 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
       if (it.logits == LogitsMode::kAll || (it.logits == LogitsMode::kLast && i == n - 1)) rows[r++] = int32_t(t);
     }
   }
-  const int64_t meta_n = int64_t(h.size() + tables[0].size() + tables[1].size());
-  if (int64_t(meta.size()) < meta_n) {
-    GK_ASSIGN_OR_RETURN(meta, DeviceBuffer<int32_t>::Allocate(size_t(meta_n * 2)));
-  }
-  h.insert(h.end(), tables[0].begin(), tables[0].end());
-  h.insert(h.end(), tables[1].begin(), tables[1].end());
-  // RoPE cos/sin per slot and token, in double as the CPU (kernels/ops.h).
+  // RoPE cos/sin per slot and token, in double as the CPU (kernels/ops.h); only the T rows
+  // of each slot's table go over.
   for (size_t s = 0; s < rope.head_dim.size(); ++s) {
     const int64_t H = rope.head_dim[s];
-    for (int64_t i = 0; i < T; ++i) {
-      RopeCosSin(rope.inv_freq[s].data(), H / 2, pos[i], h_rope.data() + rope_offset[s] + i * H);
-    }
+    float* table = h_rope.data() + rope_offset[s];
+    for (int64_t i = 0; i < T; ++i) RopeCosSin(rope.inv_freq[s].data(), H / 2, pos[i], table + i * H);
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(rope_table.data() + rope_offset[s], table, size_t(T * H) * sizeof(float),
+                                             cudaMemcpyHostToDevice, stream), "copying RoPE angles to the GPU"));
+  }
+  h.insert(h.end(), tables[0].begin(), tables[0].end());  // (ids, pos, off and rows are stale from here)
+  h.insert(h.end(), tables[1].begin(), tables[1].end());
+  if (meta.size() < h.size()) {
+    GK_ASSIGN_OR_RETURN(meta, DeviceBuffer<int32_t>::Allocate(h.size() * 2));
   }
   GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(meta.data(), h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
                                            stream), "copying the batch to the GPU"));
-  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(rope_table.data(), h_rope.data(), h_rope.size() * sizeof(float),
-                                           cudaMemcpyHostToDevice, stream), "copying RoPE angles to the GPU"));
   const int32_t* d_ids = meta.data();
   const int32_t* d_pos = d_ids + T;
   const int32_t* d_rows = d_ids + 4 * T;

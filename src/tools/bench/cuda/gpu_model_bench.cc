@@ -82,14 +82,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
   const double t0 = NowSeconds();
   std::unique_ptr<CudaModel> model;
   if (!o.preset.empty()) {
-    GK_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(o.preset));
-    if (o.num_layers > 0 && o.num_layers < c.num_layers) {
-      c.num_layers = o.num_layers;
-      c.layer_types.resize(size_t(o.num_layers));
-      c.num_kv_shared_layers = std::min(c.num_kv_shared_layers, o.num_layers / 2);
-      if (!c.layer_head_dim.empty()) c.layer_head_dim.resize(size_t(o.num_layers));
-      if (!c.layer_kv_heads.empty()) c.layer_kv_heads.resize(size_t(o.num_layers));
-    }
+    GK_ASSIGN_OR_RETURN(const ModelConfig c, PresetConfig(o.preset, o.num_layers));
     GK_ASSIGN_OR_RETURN(model, CudaModel::CreateRandom(c, DType::kBF16, 1234, co));
   } else {
     GK_ASSIGN_OR_RETURN(model, CudaModel::Load(o.model_dir, co));

@@ -1,0 +1,113 @@
+// The GPU's decoder ops against the CPU's (kernels/ops.h, tensor/dtype.h): fresh random inputs,
+// outputs poisoned first. Label cuda: skipped without a GPU.
+#include "kernels/cuda/decoder_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kernels/cuda/cuda_memory.h"
+#include "kernels/cuda/cuda_test_util.h"
+#include "kernels/ops.h"
+#include "tensor/dtype.h"
+
+namespace gk::cuda {
+namespace {
+
+// Every KV dtype's bytes equal ConvertFromF32's (round to nearest even, saturation included),
+// at the slot each token's block table and position name.
+TEST(CudaDecoderOps, PagedKvWriteStoresWhatTheCpuStores) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  const int T = 5, K = 2, H = 96, bs = 4, blocks = 6;
+  const std::vector<int32_t> pos = {0, 5, 6, 11, 3};
+  const std::vector<int32_t> offset = {0, 0, 0, 0, 3};
+  const std::vector<int32_t> tables = {4, 1, 2, 5, 0, 3};  // two tables: {4, 1, 2} and {5, 0, 3}
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2}) {
+    auto k = Random(size_t(T * K * H), rng, 3.f), v = Random(size_t(T * K * H), rng, 3.f);
+    k[7] = 70000.f;  // past f16's and the fp8 formats' ranges: saturates
+    v[9] = -1e6f;
+    const size_t elem = DTypeSize(dt), bytes = size_t(blocks * K * bs * H) * elem;
+    std::vector<std::byte> want_k(bytes, std::byte{0x5a}), want_v(bytes, std::byte{0x5a});
+    for (int t = 0; t < T; ++t) {
+      const int32_t block = tables[size_t(offset[size_t(t)] + pos[size_t(t)] / bs)];
+      for (int h = 0; h < K; ++h) {
+        const size_t row = size_t(((block * K + h) * bs + pos[size_t(t)] % bs) * H) * elem;
+        ConvertFromF32(dt, k.data() + (t * K + h) * H, H, want_k.data() + row);
+        ConvertFromF32(dt, v.data() + (t * K + h) * H, H, want_v.data() + row);
+      }
+    }
+    auto dk = DeviceBuffer<float>::From(k);
+    auto dv = DeviceBuffer<float>::From(v);
+    auto dpos = DeviceBuffer<int32_t>::From(pos);
+    auto doff = DeviceBuffer<int32_t>::From(offset);
+    auto dtab = DeviceBuffer<int32_t>::From(tables);
+    auto pk = DeviceBuffer<std::byte>::From(std::vector<std::byte>(bytes, std::byte{0x5a}));
+    auto pv = DeviceBuffer<std::byte>::From(std::vector<std::byte>(bytes, std::byte{0x5a}));
+    ASSERT_TRUE(dk.ok() && dv.ok() && dpos.ok() && doff.ok() && dtab.ok() && pk.ok() && pv.ok());
+    const PagedTokens tokens{dpos->data(), doff->data(), dtab->data()};
+    const Status st = PagedKvWrite(dk->data(), dv->data(), T, K, H, tokens, bs, dt, pk->data(), pv->data(), 0);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(*pk->ToHost(), want_k) << DTypeName(dt);
+    EXPECT_EQ(*pv->ToHost(), want_v) << DTypeName(dt);
+  }
+}
+
+TEST(CudaDecoderOps, RopeNormAddGatherAndEmbedMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  // RoPE with a partial rotation (zero frequencies) at large positions.
+  const int64_t T = 7, heads = 3, H = 512;
+  std::vector<float> inv(size_t(H / 2));
+  for (int64_t i = 0; i < H / 8; ++i) inv[size_t(i)] = float(1.0 / std::pow(1e6, 2.0 * double(i) / double(H)));
+  std::vector<float> cos_sin(size_t(T * H));
+  for (int64_t t = 0; t < T; ++t) RopeCosSin(inv.data(), H / 2, 1000 * t + 3, cos_sin.data() + t * H);
+  auto x = Random(size_t(T * heads * H), rng);
+  std::vector<float> want = x;
+  for (int64_t t = 0; t < T; ++t) ApplyRopeCosSin(want.data() + t * heads * H, heads, H, cos_sin.data() + t * H);
+  auto dx = DeviceBuffer<float>::From(x);
+  auto dcs = DeviceBuffer<float>::From(cos_sin);
+  ASSERT_TRUE(dx.ok() && dcs.ok());
+  ASSERT_TRUE(RopeRows(dx->data(), T, heads, H, dcs->data(), 0).ok());
+  EXPECT_LT(RelErr(*dx->ToHost(), want), 1e-6);
+
+  // x += RMSNorm(y)·w.
+  const int64_t rows = 9, D = 640;
+  auto y = Random(size_t(rows * D), rng, 5.f), w = Random(size_t(D), rng), base = Random(size_t(rows * D), rng);
+  std::vector<float> normed(y.size()), sum = base;
+  RmsNormRows(y.data(), w.data(), rows, D, 1e-6f, normed.data());
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += normed[i];
+  auto dy = DeviceBuffer<float>::From(y);
+  auto dw = DeviceBuffer<float>::From(w);
+  auto db = DeviceBuffer<float>::From(base);
+  ASSERT_TRUE(dy.ok() && dw.ok() && db.ok());
+  ASSERT_TRUE(RmsNormAddRows(dy->data(), dw->data(), rows, D, 1e-6f, db->data(), 0).ok());
+  EXPECT_LT(RelErr(*db->ToHost(), sum), 1e-5);
+
+  // Row gather, and an f32 embedding with a fallback row for ids past the table.
+  const std::vector<int32_t> pick = {8, 0, 3};
+  auto dout = DeviceBuffer<float>::From(Poison(pick.size() * size_t(D)));
+  auto dpick = DeviceBuffer<int32_t>::From(pick);
+  ASSERT_TRUE(dout.ok() && dpick.ok());
+  ASSERT_TRUE(GatherRows(dy->data(), D, dpick->data(), int64_t(pick.size()), dout->data(), 0).ok());
+  auto gathered = *dout->ToHost();
+  for (size_t i = 0; i < pick.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(gathered.data() + i * size_t(D), y.data() + size_t(pick[i]) * size_t(D), sizeof(float) * size_t(D)));
+  }
+  const std::vector<int32_t> ids = {2, 8, 9, 100, -1};  // 9 and 100: past the 9-row table, so row 4
+  auto demb = DeviceBuffer<float>::From(Poison(ids.size() * size_t(D)));
+  auto dids = DeviceBuffer<int32_t>::From(ids);
+  ASSERT_TRUE(demb.ok() && dids.ok());
+  ASSERT_TRUE(EmbedRows(dy->data(), DType::kF32, rows, D, dids->data(), int64_t(ids.size()), 0.5f, 4, demb->data(), 0).ok());
+  auto emb = *demb->ToHost();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t r = ids[i] >= rows ? 4 : ids[i];
+    for (int64_t j = 0; j < D; ++j) {
+      const float want_v = r < 0 ? 0.f : y[size_t(r * D + j)] * 0.5f;
+      ASSERT_EQ(emb[i * size_t(D) + size_t(j)], want_v) << i << " " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gk::cuda
