@@ -42,13 +42,13 @@ class DeviceBuffer {
     DeviceBuffer b;
     GK_RETURN_IF_ERROR(Check(cudaMalloc(reinterpret_cast<void**>(&b.p_), n * sizeof(T)), "cudaMalloc"));
     b.n_ = n;
-    return b;
+    return Result<DeviceBuffer>(std::move(b));  // explicit: nvcc does not move a returned local into Result
   }
   static Result<DeviceBuffer> From(const std::vector<T>& host) {
     GK_ASSIGN_OR_RETURN(DeviceBuffer b, Allocate(host.size()));
     GK_RETURN_IF_ERROR(Check(cudaMemcpy(b.p_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
                              "cudaMemcpy to the device"));
-    return b;
+    return Result<DeviceBuffer>(std::move(b));
   }
   Result<std::vector<T>> ToHost() const {
     std::vector<T> host(n_);

@@ -20,6 +20,7 @@ struct LtApi {
   decltype(&cublasLtMatmulDescSetAttribute) desc_set;
   decltype(&cublasLtMatrixLayoutCreate) layout_create;
   decltype(&cublasLtMatrixLayoutDestroy) layout_destroy;
+  decltype(&cublasLtMatrixLayoutSetAttribute) layout_set;
   decltype(&cublasLtMatmulPreferenceCreate) pref_create;
   decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy;
   decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set;
@@ -56,6 +57,7 @@ Result<const LtApi*> OpenCublasLt() {
     get(api.desc_set, "cublasLtMatmulDescSetAttribute");
     get(api.layout_create, "cublasLtMatrixLayoutCreate");
     get(api.layout_destroy, "cublasLtMatrixLayoutDestroy");
+    get(api.layout_set, "cublasLtMatrixLayoutSetAttribute");
     get(api.pref_create, "cublasLtMatmulPreferenceCreate");
     get(api.pref_destroy, "cublasLtMatmulPreferenceDestroy");
     get(api.pref_set, "cublasLtMatmulPreferenceSetAttribute");
@@ -112,21 +114,44 @@ Status GemmRunner::Ensure(size_t elements) {
   return Status::Ok();
 }
 
-// Column-major view of the row-major product: y_cmᵀ (rows × T) = W_cm(cols × rows)ᵀ · x_cm (cols × T).
+// A weight product as a batch of one: y (T × rows) = x (T × cols) · Wᵀ.
 Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const DeviceMatrix& w, int64_t T) {
-  const auto key = std::make_tuple(int(w.dtype), w.rows, w.cols, T);
+  BatchedProduct p;
+  p.dtype = w.dtype;
+  p.M = T;
+  p.N = w.rows;
+  p.K = w.cols;
+  p.ldx = p.ldw = w.cols;
+  p.ldy = w.rows;
+  return FindAlgo(p);
+}
+
+// The row-major product seen column-major: y_bᵀ (N × M, ld ldy) = w_b (stored K × N, ld ldw)ᵀ ·
+// x_bᵀ (stored K × M, ld ldx), so cuBLASLt's A is w with op T and its B is x.
+Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const BatchedProduct& p) {
+  const std::array<int64_t, 11> key = {int64_t(p.dtype), p.M, p.N, p.K, p.ldx, p.ldw, p.ldy,
+                                       p.stride_x, p.stride_w, p.stride_y, p.batch};
   if (auto it = algos_.find(key); it != algos_.end()) return it->second.get();
   GK_ASSIGN_OR_RETURN(const LtApi* api, OpenCublasLt());
   auto algo = std::make_unique<Algo>();
   algo->api = api;
-  const cudaDataType_t in = w.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+  const cudaDataType_t in = p.dtype == DType::kF32 ? CUDA_R_32F : p.dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
   GK_RETURN_IF_ERROR(LtCheck(api->desc_create(&algo->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
   const cublasOperation_t trans = CUBLAS_OP_T, keep = CUBLAS_OP_N;
   GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)), "TRANSA"));
   GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo->desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof(keep)), "TRANSB"));
-  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->a, in, uint64_t(w.cols), uint64_t(w.rows), w.cols), "layout A"));
-  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->b, in, uint64_t(w.cols), uint64_t(T), w.cols), "layout B"));
-  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->c, CUDA_R_32F, uint64_t(w.rows), uint64_t(T), w.rows), "layout C"));
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->a, in, uint64_t(p.K), uint64_t(p.N), p.ldw), "layout A"));
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->b, in, uint64_t(p.K), uint64_t(p.M), p.ldx), "layout B"));
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->c, CUDA_R_32F, uint64_t(p.N), uint64_t(p.M), p.ldy), "layout C"));
+  if (p.batch > 1) {
+    const int32_t count = p.batch;
+    const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {{algo->a, p.stride_w}, {algo->b, p.stride_x}, {algo->c, p.stride_y}};
+    for (const auto& [layout, stride] : layouts) {
+      GK_RETURN_IF_ERROR(LtCheck(api->layout_set(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), "batch count"));
+      GK_RETURN_IF_ERROR(LtCheck(api->layout_set(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+                                 "batch stride"));
+    }
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   GK_RETURN_IF_ERROR(LtCheck(api->pref_create(&pref), "cublasLtMatmulPreferenceCreate"));
   const uint64_t ws = kWorkspaceBytes;
@@ -138,8 +163,8 @@ Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const DeviceMatrix& w, int6
   api->pref_destroy(pref);
   GK_RETURN_IF_ERROR(LtCheck(st, "cublasLtMatmulAlgoGetHeuristic"));
   if (found == 0) {
-    return Status::Error(StrCat("cuBLASLt has no algorithm for a ", DTypeName(w.dtype), " product of ", w.rows, "x",
-                                w.cols, " by ", T, " rows"));
+    return Status::Error(StrCat("cuBLASLt has no algorithm for a ", DTypeName(p.dtype), " product of ", p.M, "x", p.K,
+                                " by ", p.N, "x", p.K, " (batch ", p.batch, ")"));
   }
   algo->algo = result.algo;
   const Algo* out = algo.get();
@@ -147,12 +172,28 @@ Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const DeviceMatrix& w, int6
   return out;
 }
 
+Status GemmRunner::Matmul(const Algo& a, const BatchedProduct& p, float beta) {
+  return LtCheck(a.api->matmul(static_cast<cublasLtHandle_t>(handle_), a.desc, &p.alpha, p.w, a.a, p.x, a.b, &beta,
+                               p.y, a.c, p.y, a.c, &a.algo, workspace_.data(), kWorkspaceBytes, stream_),
+                 "cublasLtMatmul");
+}
+
+Status GemmRunner::RunBatched(const BatchedProduct& p) {
+  if (p.M == 0 || p.N == 0 || p.batch == 0) return Status::Ok();
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kF16 && p.dtype != DType::kF32) {
+    return Status::Error(StrCat("batched GPU products take bf16, f16 or f32, not ", DTypeName(p.dtype)));
+  }
+  GK_ASSIGN_OR_RETURN(const Algo* a, FindAlgo(p));
+  return Matmul(*a, p, 0.f);
+}
+
 Status GemmRunner::RunBf16(const DeviceMatrix& w, const uint16_t* x_bf16, int64_t T, float* y, float beta) {
   GK_ASSIGN_OR_RETURN(const Algo* a, FindAlgo(w, T));
-  const float alpha = 1.f;
-  return LtCheck(a->api->matmul(static_cast<cublasLtHandle_t>(handle_), a->desc, &alpha, w.data, a->a, x_bf16, a->b,
-                                &beta, y, a->c, y, a->c, &a->algo, workspace_.data(), kWorkspaceBytes, stream_),
-                 "cublasLtMatmul");
+  BatchedProduct p;
+  p.x = x_bf16;
+  p.w = w.data;
+  p.y = y;
+  return Matmul(*a, p, beta);
 }
 
 Status GemmRunner::Run(const DeviceMatrix& w, const float* x, int64_t T, float* y, bool accumulate) {
@@ -160,10 +201,11 @@ Status GemmRunner::Run(const DeviceMatrix& w, const float* x, int64_t T, float* 
   const float beta0 = accumulate ? 1.f : 0.f;
   if (w.dtype == DType::kF32) {
     GK_ASSIGN_OR_RETURN(const Algo* a, FindAlgo(w, T));
-    const float alpha = 1.f;
-    return LtCheck(a->api->matmul(static_cast<cublasLtHandle_t>(handle_), a->desc, &alpha, w.data, a->a, x, a->b,
-                                  &beta0, y, a->c, y, a->c, &a->algo, workspace_.data(), kWorkspaceBytes, stream_),
-                   "cublasLtMatmul");
+    BatchedProduct p;
+    p.x = x;
+    p.w = w.data;
+    p.y = y;
+    return Matmul(*a, p, beta0);
   }
   if (w.dtype != DType::kBF16) return Status::Error(StrCat("the GPU runs bf16 or f32 weights, not ", DTypeName(w.dtype)));
   const bool split = ActiveBf16Activations() == Bf16Activations::kSplit;

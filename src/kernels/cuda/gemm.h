@@ -10,10 +10,10 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <tuple>
 
 #include "kernels/cuda/cuda_memory.h"
 #include "tensor/dtype.h"
@@ -30,6 +30,23 @@ struct DeviceMatrix {
   bool empty() const { return data == nullptr; }
 };
 
+// Strided batched products, every matrix row-major: for b < batch,
+//   y_b (M × N, row stride ldy) = alpha · x_b (M × K, row stride ldx) · w_bᵀ (w_b: N × K, row stride ldw)
+// with x_b = x + b·stride_x elements (likewise w, y). x and w are both bf16, f16 or f32; y is f32.
+// Attention's score and value products use it (kernels/cuda/attention_prefill.h).
+struct BatchedProduct {
+  DType dtype = DType::kBF16;
+  int64_t M = 0, N = 0, K = 0;
+  const void* x = nullptr;
+  int64_t ldx = 0, stride_x = 0;
+  const void* w = nullptr;
+  int64_t ldw = 0, stride_w = 0;
+  float* y = nullptr;
+  int64_t ldy = 0, stride_y = 0;
+  int batch = 1;
+  float alpha = 1.f;
+};
+
 class GemmRunner {
  public:
   // Opens cuBLASLt (once per process) and makes a handle and workspace for `stream`.
@@ -42,18 +59,24 @@ class GemmRunner {
   Status Run(const DeviceMatrix& w, const float* x, int64_t T, float* y, bool accumulate = false);
   // The bf16 product of already-converted activations (x_bf16: T rows of W.cols bf16).
   Status RunBf16(const DeviceMatrix& w, const uint16_t* x_bf16, int64_t T, float* y, float beta);
+  // A strided batch of products (BatchedProduct), y overwritten. Queued on the stream.
+  Status RunBatched(const BatchedProduct& p);
 
  private:
   GemmRunner() = default;
   struct Algo;
+  // The descriptors and algorithm of one product shape (a BatchedProduct's, pointers aside).
+  Result<const Algo*> FindAlgo(const BatchedProduct& p);
   Result<const Algo*> FindAlgo(const DeviceMatrix& w, int64_t T);
+  Status Matmul(const Algo& a, const BatchedProduct& p, float beta);
   Status Ensure(size_t elements);
 
   cudaStream_t stream_ = nullptr;
   void* handle_ = nullptr;  // cublasLtHandle_t
   DeviceBuffer<std::byte> workspace_;
   DeviceBuffer<uint16_t> hi_, lo_;  // x as bf16 (and its remainder, split mode)
-  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::unique_ptr<Algo>> algos_;  // (dtype, rows, cols, T)
+  // Keyed by (dtype, M, N, K, ldx, ldw, ldy, stride_x, stride_w, stride_y, batch).
+  std::map<std::array<int64_t, 11>, std::unique_ptr<Algo>> algos_;
 };
 
 // x (n floats) as bf16 rounded to nearest even (hi), and optionally the remainder x - hi as

@@ -21,7 +21,7 @@ __device__ float WarpSum(float v) {
 template <KvType kType>
 __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttentionArgs a) {
   using E = KvElem<kType>;
-  const int64_t t = blockIdx.x;
+  const int64_t t = a.rows ? a.rows[blockIdx.x] : blockIdx.x;
   const int head = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int H = a.head_dim, kv_head = head / (a.num_heads / a.kv_heads);
   const int32_t p = a.tokens.pos[t];

@@ -25,6 +25,7 @@ struct PagedAttentionArgs {
   const float* q = nullptr;  // (T, N, H)
   float* out = nullptr;      // (T, N, H)
   int64_t T = 0;
+  const int32_t* rows = nullptr;  // the tokens to attend for (T of them, device); null: tokens 0..T-1
   int num_heads = 0;   // N
   int kv_heads = 0;    // K: query head h reads kv head h / (N / K)
   int head_dim = 0;    // H, at most kMaxHeadDim

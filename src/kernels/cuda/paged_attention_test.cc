@@ -1,7 +1,8 @@
-// The GPU's paged attention against the CPU's attention kernel (kernels/attention.h, checked
+// The GPU's attention kernels against the CPU's attention kernel (kernels/attention.h, checked
 // against the PyTorch oracle) over the same cache bytes: every KV dtype, head dims 256 and 512,
 // GQA, causal and sliding-window, tokens of two sequences whose block tables interleave.
-// Label cuda: skipped without a GPU.
+// paged_attention.h takes every token; then attention_prefill.h takes the one sequence's chunk
+// and paged_attention.h the decode rows beside it. Label cuda: skipped without a GPU.
 #include "kernels/cuda/paged_attention.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_prefill.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "tensor/dtype.h"
@@ -20,83 +22,159 @@ struct Shape {
   int N, K, H, window;
 };
 
+constexpr int kBlockSize = 16, kBlocks = 20;
+constexpr float kScale = 0.0625f;
+
+template <class T>
+DeviceBuffer<T> Up(const std::vector<T>& host) {
+  auto b = DeviceBuffer<T>::From(host);
+  EXPECT_TRUE(b.ok()) << b.message();
+  return b.ok() ? std::move(*b) : DeviceBuffer<T>();
+}
+
+// Random cache bytes and queries, the CPU's answer, and the device copies.
+struct AttentionCase {
+  Shape s;
+  DType dt;
+  std::vector<int32_t> tables, pos, offset;  // two sequences' tables; per token its position and table
+  int64_t T = 0;
+  std::vector<float> q, want;
+  DeviceBuffer<float> dq, dout;
+  DeviceBuffer<std::byte> dk, dv;
+  DeviceBuffer<int32_t> dpos, doff, dtab;
+
+  AttentionCase(Shape shape, DType dtype, std::mt19937& rng) : s(shape), dt(dtype) {
+    for (int b = 0; b < 10; ++b) tables.push_back((3 + 7 * b) % kBlocks);  // shared blocks are fine: read only
+    for (int b = 0; b < 10; ++b) tables.push_back((4 + 7 * b) % kBlocks);
+    for (int p = 130; p < 150; ++p) {  // a prefill chunk of sequence 0, then decodes of sequence 1
+      pos.push_back(p);
+      offset.push_back(0);
+    }
+    for (int p : {89, 0}) {
+      pos.push_back(p);
+      offset.push_back(10);
+    }
+    T = int64_t(pos.size());
+    const size_t elem = DTypeSize(dt), row_bytes = size_t(s.H) * elem;
+    const size_t pool_bytes = size_t(kBlocks * s.K * kBlockSize) * row_bytes;
+    std::vector<std::byte> kp(pool_bytes), vp(pool_bytes);
+    const auto kf = Random(size_t(kBlocks * s.K * kBlockSize * s.H), rng), vf = Random(kf.size(), rng);
+    ConvertFromF32(dt, kf.data(), int64_t(kf.size()), kp.data());
+    ConvertFromF32(dt, vf.data(), int64_t(vf.size()), vp.data());
+    q = Random(size_t(T * s.N * s.H), rng);
+    want.resize(q.size());
+    for (int64_t t = 0; t < T; ++t) {  // each (token, head) over a contiguous copy of its visible rows
+      const int32_t p = pos[size_t(t)], lo = s.window > 0 ? std::max(0, p - s.window + 1) : 0;
+      for (int h = 0; h < s.N; ++h) {
+        const int kh = h / (s.N / s.K);
+        std::vector<std::byte> kr(size_t(p - lo + 1) * row_bytes), vr(kr.size());
+        for (int32_t j = lo; j <= p; ++j) {
+          const int32_t block = tables[size_t(offset[size_t(t)] + j / kBlockSize)];
+          const size_t src = size_t((block * s.K + kh) * kBlockSize + j % kBlockSize) * row_bytes;
+          std::memcpy(kr.data() + size_t(j - lo) * row_bytes, kp.data() + src, row_bytes);
+          std::memcpy(vr.data() + size_t(j - lo) * row_bytes, vp.data() + src, row_bytes);
+        }
+        const KvSegment seg{kr.data(), vr.data(), p - lo + 1, s.H};
+        const AttentionQuery aq{q.data() + (t * s.N + h) * s.H, s.H, 1, s.H, kScale, dt};
+        AttendHeads(aq, {&seg, 1}, want.data() + (t * s.N + h) * s.H, s.H);
+      }
+    }
+    dq = Up(q);
+    dout = Up(Poison(q.size()));
+    dk = Up(kp);
+    dv = Up(vp);
+    dpos = Up(pos);
+    doff = Up(offset);
+    dtab = Up(tables);
+  }
+
+  PagedAttentionArgs Args() {
+    PagedAttentionArgs a;
+    a.q = dq.data();
+    a.out = dout.data();
+    a.T = T;
+    a.num_heads = s.N;
+    a.kv_heads = s.K;
+    a.head_dim = s.H;
+    a.scale = kScale;
+    a.window = s.window;
+    a.tokens = {dpos.data(), doff.data(), dtab.data()};
+    a.block_size = kBlockSize;
+    a.k_pool = dk.data();
+    a.v_pool = dv.data();
+    a.dtype = dt;
+    return a;
+  }
+  std::string Name() const {
+    return StrCat(DTypeName(dt), " N=", s.N, " K=", s.K, " H=", s.H, " window=", s.window);
+  }
+};
+
+const Shape kShapes[] = {{8, 2, 256, 0}, {4, 4, 512, 0}, {8, 1, 256, 37}};
+const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2};
+
 TEST(CudaPagedAttention, MatchesTheCpuKernel) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
-  const int bs = 16, blocks = 20;
-  // Two sequences' tables over the same pool (read only here, so they may share blocks).
-  std::vector<int32_t> tables;
-  for (int b = 0; b < 10; ++b) tables.push_back((3 + 7 * b) % blocks);
-  const int32_t offset1 = int32_t(tables.size());
-  for (int b = 0; b < 10; ++b) tables.push_back((4 + 7 * b) % blocks);
-  // New tokens: a prefill chunk of sequence 0 (positions 130..149) and decodes of both.
-  std::vector<int32_t> pos, offset;
-  for (int p = 130; p < 150; ++p) {
-    pos.push_back(p);
-    offset.push_back(0);
-  }
-  pos.push_back(89);
-  offset.push_back(offset1);
-  pos.push_back(0);
-  offset.push_back(offset1);
-  const int64_t T = int64_t(pos.size());
-  for (const Shape& s : {Shape{8, 2, 256, 0}, Shape{4, 4, 512, 0}, Shape{8, 1, 256, 37}}) {
-    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2}) {
-      const size_t elem = DTypeSize(dt), row_bytes = size_t(s.H) * elem;
-      const size_t pool_bytes = size_t(blocks * s.K * bs) * row_bytes;
-      std::vector<std::byte> kp(pool_bytes), vp(pool_bytes);
-      const auto kf = Random(size_t(blocks * s.K * bs * s.H), rng), vf = Random(size_t(blocks * s.K * bs * s.H), rng);
-      ConvertFromF32(dt, kf.data(), int64_t(kf.size()), kp.data());
-      ConvertFromF32(dt, vf.data(), int64_t(vf.size()), vp.data());
-      const auto q = Random(size_t(T * s.N * s.H), rng);
-      // The CPU's answer: each (token, head) over a contiguous copy of its visible rows.
-      std::vector<float> want(q.size());
-      for (int64_t t = 0; t < T; ++t) {
-        const int32_t p = pos[size_t(t)], lo = s.window > 0 ? std::max(0, p - s.window + 1) : 0;
-        for (int h = 0; h < s.N; ++h) {
-          const int kh = h / (s.N / s.K);
-          std::vector<std::byte> kr(size_t(p - lo + 1) * row_bytes), vr(kr.size());
-          for (int32_t j = lo; j <= p; ++j) {
-            const int32_t block = tables[size_t(offset[size_t(t)] + j / bs)];
-            const size_t src = size_t((block * s.K + kh) * bs + j % bs) * row_bytes;
-            std::memcpy(kr.data() + size_t(j - lo) * row_bytes, kp.data() + src, row_bytes);
-            std::memcpy(vr.data() + size_t(j - lo) * row_bytes, vp.data() + src, row_bytes);
-          }
-          const KvSegment seg{kr.data(), vr.data(), p - lo + 1, s.H};
-          const AttentionQuery aq{q.data() + (t * s.N + h) * s.H, s.H, 1, s.H, 0.0625f, dt};
-          AttendHeads(aq, {&seg, 1}, want.data() + (t * s.N + h) * s.H, s.H);
-        }
-      }
-      auto dq = DeviceBuffer<float>::From(q);
-      auto dout = DeviceBuffer<float>::From(Poison(q.size()));
-      auto dk = DeviceBuffer<std::byte>::From(kp);
-      auto dv = DeviceBuffer<std::byte>::From(vp);
-      auto dpos = DeviceBuffer<int32_t>::From(pos);
-      auto doff = DeviceBuffer<int32_t>::From(offset);
-      auto dtab = DeviceBuffer<int32_t>::From(tables);
-      ASSERT_TRUE(dq.ok() && dout.ok() && dk.ok() && dv.ok() && dpos.ok() && doff.ok() && dtab.ok());
-      PagedAttentionArgs a;
-      a.q = dq->data();
-      a.out = dout->data();
-      a.T = T;
-      a.num_heads = s.N;
-      a.kv_heads = s.K;
-      a.head_dim = s.H;
-      a.scale = 0.0625f;
-      a.window = s.window;
-      a.tokens = {dpos->data(), doff->data(), dtab->data()};
-      a.block_size = bs;
-      a.k_pool = dk->data();
-      a.v_pool = dv->data();
-      a.dtype = dt;
-      const Status st = PagedAttention(a, 0);
+  for (const Shape& s : kShapes) {
+    for (DType dt : kDtypes) {
+      AttentionCase c(s, dt, rng);
+      const Status st = PagedAttention(c.Args(), 0);
       ASSERT_TRUE(st.ok()) << st.message();
-      auto got = dout->ToHost();
+      auto got = c.dout.ToHost();
       ASSERT_TRUE(got.ok()) << got.message();
-      EXPECT_LT(RelErr(*got, want), 1e-5) << DTypeName(dt) << " N=" << s.N << " K=" << s.K << " H=" << s.H
-                                          << " window=" << s.window;
+      EXPECT_LT(RelErr(*got, c.want), 1e-5) << c.Name();
     }
   }
+}
+
+// The chunk through products (operands in the cache's precision: f32, f16, or bf16), the two
+// decode rows through the paged kernel; together they write every row.
+TEST(CudaPrefillAttention, ChunkThroughProductsBesideDecodeRows) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  auto gemm = GemmRunner::Create(stream);
+  ASSERT_TRUE(gemm.ok()) << gemm.message();
+  PrefillAttention prefill;
+  for (const Shape& s : kShapes) {
+    for (DType dt : kDtypes) {
+      AttentionCase c(s, dt, rng);
+      PrefillAttentionArgs p;
+      p.q = c.dq.data();
+      p.out = c.dout.data();
+      p.t0 = 0;
+      p.T = 20;
+      p.first = 130;
+      p.table = c.dtab.data();
+      p.num_heads = s.N;
+      p.kv_heads = s.K;
+      p.head_dim = s.H;
+      p.scale = kScale;
+      p.window = s.window;
+      p.block_size = kBlockSize;
+      p.k_pool = c.dk.data();
+      p.v_pool = c.dv.data();
+      p.dtype = dt;
+      Status st = prefill.Run(p, **gemm, stream);
+      ASSERT_TRUE(st.ok()) << st.message();
+      auto rows = DeviceBuffer<int32_t>::From({20, 21});
+      ASSERT_TRUE(rows.ok());
+      PagedAttentionArgs a = c.Args();
+      a.T = 2;
+      a.rows = rows->data();
+      st = PagedAttention(a, stream);
+      ASSERT_TRUE(st.ok()) << st.message();
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      auto got = c.dout.ToHost();
+      ASSERT_TRUE(got.ok()) << got.message();
+      const double tolerance = dt == DType::kF32 ? 1e-5 : dt == DType::kBF16 ? 1e-2 : 2e-3;
+      EXPECT_LT(RelErr(*got, c.want), tolerance) << c.Name();
+    }
+  }
+  gemm->reset();
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cuda/attention_prefill.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/decoder_ops.h"
 #include "kernels/cuda/fill_random.h"
@@ -122,6 +123,16 @@ struct CudaModel::Impl {
   std::vector<float> h_rope;
   std::vector<int64_t> rope_offset;  // per RoPE slot: its table's offset in rope_table
   uint64_t kv_budget = 0;
+  // The pass's long runs (attention through products) and the rows of the rest.
+  struct LongRun {
+    int64_t t0 = 0, n = 0, first = 0;
+    int32_t table_base[2] = {0, 0};  // offsets of the item's tables in each group's table array
+  };
+  std::vector<LongRun> long_runs;
+  int64_t short_rows = 0;
+  const int32_t* d_short_rows = nullptr;
+  const int32_t* d_tables[2] = {nullptr, nullptr};
+  cuda::PrefillAttention prefill_attention;
 
   ~Impl() {
     if (stream) cudaStreamDestroy(stream);
@@ -386,14 +397,18 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
     R += it.logits == LogitsMode::kAll ? n : it.logits == LogitsMode::kLast && n > 0 ? 1 : 0;
   }
   const int64_t bs = pool.block_size();
-  // Metadata: ids [T], pos [T], table offsets [2][T], logit rows [R], then each group's tables.
+  // Metadata: ids [T], pos [T], table offsets [2][T], logit rows [R], the short runs' rows
+  // [short_rows], then each group's tables.
   std::vector<int32_t>& h = h_meta;
-  h.assign(size_t(4 * T + R), 0);
+  h.assign(size_t(5 * T + R), 0);
   int32_t* ids = h.data();
   int32_t* pos = ids + T;
   int32_t* off[2] = {pos + T, pos + 2 * T};
   int32_t* rows = pos + 3 * T;
+  int32_t* shorts = rows + R;
   std::vector<int32_t> tables[2];
+  long_runs.clear();
+  short_rows = 0;
   int64_t t = 0, r = 0;
   for (const PagedBatchItem& it : items) {
     const int64_t n = int64_t(it.tokens.size()), first = it.seq->num_tokens;
@@ -405,14 +420,18 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
       const int64_t used = (first + n - 1) / bs + 1;  // blocks through the last new position
       tables[g].insert(tables[g].end(), it.seq->blocks[g].begin(), it.seq->blocks[g].begin() + used);
     }
+    const bool long_run = n >= o.prefill_gemm_min_tokens;
+    if (long_run) long_runs.push_back({t, n, first, {base[0], base[1]}});
     for (int64_t i = 0; i < n; ++i, ++t) {
       ids[t] = it.tokens[size_t(i)];
       pos[t] = int32_t(first + i);
       off[0][t] = base[0];
       off[1][t] = base[1];
       if (it.logits == LogitsMode::kAll || (it.logits == LogitsMode::kLast && i == n - 1)) rows[r++] = int32_t(t);
+      if (!long_run) shorts[short_rows++] = int32_t(t);
     }
   }
+  h.resize(size_t(4 * T + R + short_rows));
   // RoPE cos/sin per slot and token, in double as the CPU (kernels/ops.h); only the T rows
   // of each slot's table go over.
   for (size_t s = 0; s < rope.head_dim.size(); ++s) {
@@ -432,9 +451,10 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
   const int32_t* d_ids = meta.data();
   const int32_t* d_pos = d_ids + T;
   const int32_t* d_rows = d_ids + 4 * T;
-  const int32_t* d_tables = d_ids + 4 * T + R;
-  const cuda::PagedTokens tokens[2] = {{d_pos, d_ids + 2 * T, d_tables},
-                                       {d_pos, d_ids + 3 * T, d_tables + tables[0].size()}};
+  d_short_rows = d_rows + R;
+  d_tables[0] = d_short_rows + short_rows;
+  d_tables[1] = d_tables[0] + tables[0].size();
+  const cuda::PagedTokens tokens[2] = {{d_pos, d_ids + 2 * T, d_tables[0]}, {d_pos, d_ids + 3 * T, d_tables[1]}};
 
   const int64_t D = c.hidden_size, V = c.vocab_size;
   GK_RETURN_IF_ERROR(cuda::EmbedRows(embed.data, embed.dtype, embed.rows, D, d_ids, T, embed_scale, -1, x.data(), stream));
@@ -443,7 +463,7 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
   if (R > 0) {
     if (logits.size() < size_t(R * V)) {
       GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the forward pass on the GPU"));
-      logits = {};
+      logits = DeviceBuffer<float>();
       auto grown = DeviceBuffer<float>::Allocate(size_t(R * V));
       if (!grown.ok()) return grown.status().Wrap(StrCat("logits of ", R, " rows on ", device_name));
       logits = std::move(*grown);
@@ -485,21 +505,44 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
                                           pool.dtype(), pool.KData(l), pool.VData(l), stream));
   }
   const int source = c.KvSourceLayer(l);
-  cuda::PagedAttentionArgs a;
-  a.q = q.data();
-  a.out = att.data();
-  a.T = T;
-  a.num_heads = int(N);
-  a.kv_heads = int(K);
-  a.head_dim = int(H);
-  a.scale = AttentionScale(c);
-  a.window = c.IsFull(source) ? 0 : c.sliding_window;
-  a.tokens = tokens[g];
-  a.block_size = pool.block_size();
-  a.k_pool = pool.KData(source);
-  a.v_pool = pool.VData(source);
-  a.dtype = pool.dtype();
-  GK_RETURN_IF_ERROR(cuda::PagedAttention(a, stream));
+  const int window = c.IsFull(source) ? 0 : c.sliding_window;
+  for (const LongRun& run : long_runs) {  // prefill chunks: through tensor-core products
+    cuda::PrefillAttentionArgs p;
+    p.q = q.data();
+    p.out = att.data();
+    p.t0 = run.t0;
+    p.T = run.n;
+    p.first = run.first;
+    p.table = d_tables[g] + run.table_base[g];
+    p.num_heads = int(N);
+    p.kv_heads = int(K);
+    p.head_dim = int(H);
+    p.scale = AttentionScale(c);
+    p.window = window;
+    p.block_size = pool.block_size();
+    p.k_pool = pool.KData(source);
+    p.v_pool = pool.VData(source);
+    p.dtype = pool.dtype();
+    GK_RETURN_IF_ERROR(prefill_attention.Run(p, *gemm, stream));
+  }
+  if (short_rows > 0) {  // decode steps and short chunks
+    cuda::PagedAttentionArgs a;
+    a.q = q.data();
+    a.out = att.data();
+    a.T = short_rows;
+    a.rows = d_short_rows;
+    a.num_heads = int(N);
+    a.kv_heads = int(K);
+    a.head_dim = int(H);
+    a.scale = AttentionScale(c);
+    a.window = window;
+    a.tokens = tokens[g];
+    a.block_size = pool.block_size();
+    a.k_pool = pool.KData(source);
+    a.v_pool = pool.VData(source);
+    a.dtype = pool.dtype();
+    GK_RETURN_IF_ERROR(cuda::PagedAttention(a, stream));
+  }
   GK_RETURN_IF_ERROR(gemm->Run(L.o, att.data(), T, out.data()));
   GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_attn_norm, T, D, eps, x.data(), stream));
 

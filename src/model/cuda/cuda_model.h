@@ -22,6 +22,9 @@ struct CudaModelOptions {
   int device = 0;                      // cuda:N
   int max_chunk = 256;                 // tokens per forward pass
   double gpu_memory_utilization = 0.9; // share of the device's memory weights + KV may take (vLLM's flag)
+  // A sequence's run of at least this many new tokens attends through tensor-core products
+  // (kernels/cuda/attention_prefill.h); shorter runs and decode steps through paged_attention.h.
+  int prefill_gemm_min_tokens = 64;
 };
 
 class CudaModel final : public ModelRunner {

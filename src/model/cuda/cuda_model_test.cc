@@ -26,10 +26,11 @@ struct Case {
   DType weights;
   DType kv;
   double tolerance;  // max |gpu - cpu| / max |cpu| per pass
+  int gemm_min = 64;  // CudaModelOptions::prefill_gemm_min_tokens: 8 sends the prompts through products
 };
 
 std::string Name(const Case& c) {
-  std::string s = StrCat(c.preset, "_", DTypeName(c.weights), "_kv", DTypeName(c.kv));
+  std::string s = StrCat(c.preset, "_", DTypeName(c.weights), "_kv", DTypeName(c.kv), c.gemm_min < 64 ? "_products" : "");
   std::replace_if(s.begin(), s.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');
   return s;
 }
@@ -69,6 +70,7 @@ TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
   ASSERT_TRUE(cpu.ok()) << cpu.message();
   CudaModelOptions co;
   co.max_chunk = 64;
+  co.prefill_gemm_min_tokens = k.gemm_min;
   auto gpu = CudaModel::Load(dir, co);
   ASSERT_TRUE(gpu.ok()) << gpu.message();
   PagedKvOptions po;
@@ -140,7 +142,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gemma3-270m", DType::kF32, DType::kF32, 1e-4},
                       Case{"tiny", DType::kBF16, DType::kF16, 2e-3}, Case{"tiny-e2b", DType::kBF16, DType::kF16, 2e-3},
                       Case{"gemma3-270m", DType::kBF16, DType::kBF16, 2e-3},
-                      Case{"tiny", DType::kBF16, DType::kFp8E4m3, 3e-2}, Case{"tiny", DType::kF32, DType::kFp8E5m2, 3e-2}),
+                      Case{"tiny", DType::kBF16, DType::kFp8E4m3, 3e-2}, Case{"tiny", DType::kF32, DType::kFp8E5m2, 3e-2},
+                      Case{"tiny", DType::kF32, DType::kF32, 1e-4, 8}, Case{"tiny-e2b", DType::kF32, DType::kF32, 1e-4, 8},
+                      Case{"gemma3-270m", DType::kF32, DType::kF32, 1e-4, 8}, Case{"tiny", DType::kBF16, DType::kF16, 5e-3, 8}),
     [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
 
 TEST(CudaModel, RefusesWhatItDoesNotRun) {

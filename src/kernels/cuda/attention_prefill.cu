@@ -1,0 +1,198 @@
+#include "kernels/cuda/attention_prefill.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/kv_convert.cuh"
+
+namespace gk::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class Op>
+__device__ Op FromF32(float x);
+template <>
+__device__ float FromF32<float>(float x) { return x; }
+template <>
+__device__ __half FromF32<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __nv_bfloat16 FromF32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// Grid (ctx, kv_heads): position lo + blockIdx.x of one KV head into kc (Kh, ctx, H) and, transposed, vt (Kh, H, ctx).
+template <KvType kPool, class Op>
+__global__ void GatherKvKernel(const std::byte* k_pool, const std::byte* v_pool, const int32_t* table, int64_t lo,
+                               int64_t ctx, int kv_heads, int H, int block_size, Op* kc, Op* vt) {
+  using E = KvElem<kPool>;
+  const int64_t c = blockIdx.x, j = lo + c;
+  const int kh = blockIdx.y;
+  const int32_t block = table[j / block_size];
+  const int64_t row = ((int64_t(block) * kv_heads + kh) * block_size + j % block_size) * H;
+  const auto* ks = reinterpret_cast<const typename E::Storage*>(k_pool) + row;
+  const auto* vs = reinterpret_cast<const typename E::Storage*>(v_pool) + row;
+  for (int d = threadIdx.x; d < H; d += blockDim.x) {
+    kc[(kh * ctx + c) * H + d] = FromF32<Op>(E::Load(ks[d]));
+    vt[(int64_t(kh) * H + d) * ctx + c] = FromF32<Op>(E::Load(vs[d]));
+  }
+}
+
+// Grid (Tq, N): row t0 + t's query head h, scaled, into qh (N, Tq, H).
+template <class Op>
+__global__ void QueriesToHeadsKernel(const float* q, int64_t t0, int64_t Tq, int N, int H, float scale, Op* qh) {
+  const int64_t t = blockIdx.x;
+  const int h = blockIdx.y;
+  const float* src = q + ((t0 + t) * N + h) * H;
+  Op* dst = qh + (int64_t(h) * Tq + t) * H;
+  for (int d = threadIdx.x; d < H; d += blockDim.x) dst[d] = FromF32<Op>(src[d] * scale);
+}
+
+__device__ float BlockReduce(float v, bool is_max) {
+  __shared__ float partial[kThreads / 32];
+  __shared__ float total;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, other) : v + other;
+  }
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float r = partial[0];
+    for (int w = 1; w < int(blockDim.x / 32); ++w) r = is_max ? fmaxf(r, partial[w]) : r + partial[w];
+    total = r;
+  }
+  __syncthreads();
+  const float r = total;
+  __syncthreads();  // `total` and `partial` are reused by the next call
+  return r;
+}
+
+// One block per row of S (N·Tq rows of ctx, row h·Tq + t): the softmax over the row's visible
+// columns (positions lo + c from the token's first visible one through its own), zeros elsewhere.
+template <class Op>
+__global__ void MaskedSoftmaxKernel(const float* S, int64_t Tq, int64_t ctx, int64_t p0, int64_t lo, int window, Op* P) {
+  const int64_t r = blockIdx.x, t = r % Tq, p = p0 + t;
+  const int64_t first = window > 0 ? max(int64_t(0), p - window + 1) : 0;
+  const int64_t c0 = max(first - lo, int64_t(0)), c1 = p - lo;
+  const float* s = S + r * ctx;
+  Op* out = P + r * ctx;
+  float m = -INFINITY;
+  for (int64_t c = c0 + threadIdx.x; c <= c1; c += blockDim.x) m = fmaxf(m, s[c]);
+  m = BlockReduce(m, true);
+  float sum = 0.f;
+  for (int64_t c = c0 + threadIdx.x; c <= c1; c += blockDim.x) sum += expf(s[c] - m);
+  const float inv = 1.f / BlockReduce(sum, false);
+  for (int64_t c = threadIdx.x; c < ctx; c += blockDim.x) {
+    out[c] = FromF32<Op>(c >= c0 && c <= c1 ? expf(s[c] - m) * inv : 0.f);
+  }
+}
+
+// Grid (Tq, N): o (N, Tq, H) back to the pass's rows t0 + t.
+__global__ void HeadsToRowsKernel(const float* o, int64_t t0, int64_t Tq, int N, int H, float* out) {
+  const int64_t t = blockIdx.x;
+  const int h = blockIdx.y;
+  const float* src = o + (int64_t(h) * Tq + t) * H;
+  float* dst = out + ((t0 + t) * N + h) * H;
+  for (int d = threadIdx.x; d < H; d += blockDim.x) dst[d] = src[d];
+}
+
+uint64_t Align(uint64_t n) { return (n + 255) / 256 * 256; }
+
+template <class Op>
+constexpr DType OpDType() {
+  if constexpr (std::is_same_v<Op, float>) return DType::kF32;
+  else if constexpr (std::is_same_v<Op, __half>) return DType::kF16;
+  else return DType::kBF16;
+}
+
+template <KvType kPool, class Op>
+Status RunTyped(const PrefillAttentionArgs& a, GemmRunner& gemm, DeviceBuffer<std::byte>& ws, cudaStream_t stream) {
+  const int N = a.num_heads, Kh = a.kv_heads, H = a.head_dim, g = N / Kh;
+  for (int64_t s = 0; s < a.T; s += kPrefillTileRows) {
+    const int64_t Tq = std::min(kPrefillTileRows, a.T - s), p0 = a.first + s, p1 = p0 + Tq - 1;
+    const int64_t lo = a.window > 0 ? std::max<int64_t>(0, p0 - a.window + 1) : 0, ctx = p1 - lo + 1;
+    const uint64_t es = sizeof(Op);
+    const uint64_t kc_b = Align(uint64_t(Kh) * ctx * H * es), qh_b = Align(uint64_t(N) * Tq * H * es);
+    const uint64_t s_b = Align(uint64_t(N) * Tq * ctx * 4), p_b = Align(uint64_t(N) * Tq * ctx * es);
+    const uint64_t o_b = Align(uint64_t(N) * Tq * H * 4);
+    const uint64_t need = 2 * kc_b + qh_b + s_b + p_b + o_b;
+    if (ws.size() < need) {
+      GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "attention on the GPU"));
+      ws = DeviceBuffer<std::byte>();
+      auto grown = DeviceBuffer<std::byte>::Allocate(need);
+      if (!grown.ok()) return grown.status().Wrap("the prefill attention's workspace");
+      ws = std::move(*grown);
+    }
+    std::byte* base = ws.data();
+    Op* kc = reinterpret_cast<Op*>(base);
+    Op* vt = reinterpret_cast<Op*>(base + kc_b);
+    Op* qh = reinterpret_cast<Op*>(base + 2 * kc_b);
+    float* S = reinterpret_cast<float*>(base + 2 * kc_b + qh_b);
+    Op* P = reinterpret_cast<Op*>(base + 2 * kc_b + qh_b + s_b);
+    float* O = reinterpret_cast<float*>(base + 2 * kc_b + qh_b + s_b + p_b);
+    const int threads = std::min(H, kThreads);
+    GatherKvKernel<kPool, Op><<<dim3{unsigned(ctx), unsigned(Kh)}, threads, 0, stream>>>(
+        a.k_pool, a.v_pool, a.table, lo, ctx, Kh, H, a.block_size, kc, vt);
+    GK_RETURN_IF_ERROR(CheckLaunch("GatherKvKernel"));
+    QueriesToHeadsKernel<Op><<<dim3{unsigned(Tq), unsigned(N)}, threads, 0, stream>>>(a.q, a.t0 + s, Tq, N, H, a.scale, qh);
+    GK_RETURN_IF_ERROR(CheckLaunch("QueriesToHeadsKernel"));
+    BatchedProduct sp;  // S (g·Tq × ctx per KV head) = Qh · Kcᵀ
+    sp.dtype = OpDType<Op>();
+    sp.M = int64_t(g) * Tq;
+    sp.N = ctx;
+    sp.K = H;
+    sp.x = qh;
+    sp.ldx = H;
+    sp.stride_x = int64_t(g) * Tq * H;
+    sp.w = kc;
+    sp.ldw = H;
+    sp.stride_w = ctx * H;
+    sp.y = S;
+    sp.ldy = ctx;
+    sp.stride_y = int64_t(g) * Tq * ctx;
+    sp.batch = Kh;
+    GK_RETURN_IF_ERROR(gemm.RunBatched(sp));
+    MaskedSoftmaxKernel<Op><<<unsigned(int64_t(N) * Tq), kThreads, 0, stream>>>(S, Tq, ctx, p0, lo, a.window, P);
+    GK_RETURN_IF_ERROR(CheckLaunch("MaskedSoftmaxKernel"));
+    BatchedProduct op;  // O (g·Tq × H per KV head) = P · V = P · Vtᵀ
+    op.dtype = OpDType<Op>();
+    op.M = int64_t(g) * Tq;
+    op.N = H;
+    op.K = ctx;
+    op.x = P;
+    op.ldx = ctx;
+    op.stride_x = int64_t(g) * Tq * ctx;
+    op.w = vt;
+    op.ldw = ctx;
+    op.stride_w = int64_t(H) * ctx;
+    op.y = O;
+    op.ldy = H;
+    op.stride_y = int64_t(g) * Tq * H;
+    op.batch = Kh;
+    GK_RETURN_IF_ERROR(gemm.RunBatched(op));
+    HeadsToRowsKernel<<<dim3{unsigned(Tq), unsigned(N)}, threads, 0, stream>>>(O, a.t0 + s, Tq, N, H, a.out);
+    GK_RETURN_IF_ERROR(CheckLaunch("HeadsToRowsKernel"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status PrefillAttention::Run(const PrefillAttentionArgs& a, GemmRunner& gemm, cudaStream_t stream) {
+  if (a.T == 0) return Status::Ok();
+  if (a.kv_heads < 1 || a.num_heads % a.kv_heads != 0) {
+    return Status::Error(StrCat(a.num_heads, " query heads do not share ", a.kv_heads, " kv heads evenly"));
+  }
+  switch (a.dtype) {
+    case DType::kF32: return RunTyped<KvType::kF32, float>(a, gemm, workspace_, stream);
+    case DType::kF16: return RunTyped<KvType::kF16, __half>(a, gemm, workspace_, stream);
+    case DType::kBF16: return RunTyped<KvType::kBF16, __nv_bfloat16>(a, gemm, workspace_, stream);
+    case DType::kFp8E4m3: return RunTyped<KvType::kE4M3, __half>(a, gemm, workspace_, stream);
+    case DType::kFp8E5m2: return RunTyped<KvType::kE5M2, __half>(a, gemm, workspace_, stream);
+    default: return Status::Error(StrCat("paged KV cache dtype ", DTypeName(a.dtype), " is not supported on the GPU"));
+  }
+}
+
+}  // namespace gk::cuda
