@@ -129,6 +129,10 @@ struct PagedBatchItem {
   const PagedSequence* seq = nullptr;
   LogitsMode logits = LogitsMode::kLast;
   const LoraWeights* lora = nullptr;  // the item's LoRA adapter (model/lora_weights.h); null: the base model
+  // Its logits row is wanted only for its argmax (a greedy request without logprobs): a runner
+  // that computes argmaxes where the logits are (ModelRunner::greedy_tokens) may leave the row
+  // unwritten rather than copy it to the host.
+  bool greedy_only = false;
 };
 
 // Checks every runner makes before a paged pass (GemmaModel::ForwardPaged has the contract).

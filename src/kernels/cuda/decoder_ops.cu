@@ -79,6 +79,36 @@ __global__ void RopeKernel(float* x, int64_t heads, int64_t H, const float* cos_
   }
 }
 
+// One block per row: each thread's best (value, lowest index), then a tree over the block.
+__global__ void ArgMaxKernel(const float* x, int64_t n, int32_t* out) {
+  const float* row = x + blockIdx.x * n;
+  float best = -INFINITY;
+  int64_t at = n;  // past the end: none yet
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {  // increasing i: ties keep the first
+    if (at == n || row[i] > best) {
+      best = row[i];
+      at = i;
+    }
+  }
+  __shared__ float vals[kThreads];
+  __shared__ int64_t idx[kThreads];
+  vals[threadIdx.x] = best;
+  idx[threadIdx.x] = at;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      const float v = vals[threadIdx.x + s];
+      const int64_t j = idx[threadIdx.x + s];
+      if (j < n && (idx[threadIdx.x] == n || v > vals[threadIdx.x] || (v == vals[threadIdx.x] && j < idx[threadIdx.x]))) {
+        vals[threadIdx.x] = v;
+        idx[threadIdx.x] = j;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = int32_t(idx[0] == n ? 0 : idx[0]);
+}
+
 __global__ void GatherRowsKernel(const float* x, int64_t D, const int32_t* rows, float* out) {
   const float* src = x + int64_t(rows[blockIdx.x]) * D;
   float* dst = out + blockIdx.x * D;
@@ -162,6 +192,12 @@ Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_
   if (T == 0) return Status::Ok();
   RopeKernel<<<unsigned(T), kThreads, 0, stream>>>(x, heads, H, cos_sin);
   return CheckLaunch("RopeKernel");
+}
+
+Status ArgMaxRows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream) {
+  if (rows == 0) return Status::Ok();
+  ArgMaxKernel<<<unsigned(rows), kThreads, 0, stream>>>(x, n, out);
+  return CheckLaunch("ArgMaxKernel");
 }
 
 Status GatherRows(const float* x, int64_t D, const int32_t* rows, int64_t n_rows, float* out, cudaStream_t stream) {

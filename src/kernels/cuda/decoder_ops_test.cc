@@ -109,5 +109,26 @@ TEST(CudaDecoderOps, RopeNormAddGatherAndEmbedMatchTheCpu) {
   }
 }
 
+// The first of equal maxima, as the CPU's ArgMax: rows with ties planted far apart.
+TEST(CudaDecoderOps, ArgMaxRowsPicksTheFirstLargest) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  const int64_t rows = 6, n = 262144;
+  auto x = Random(size_t(rows * n), rng);
+  x[size_t(1 * n + 7)] = x[size_t(1 * n + 200000)] = 50.f;  // a tie: 7 wins
+  x[size_t(2 * n + n - 1)] = 60.f;                         // the last column
+  for (int64_t i = 0; i < n; ++i) x[size_t(3 * n + i)] = 1.f;  // all equal: 0
+  auto dx = DeviceBuffer<float>::From(x);
+  auto dout = DeviceBuffer<int32_t>::From(std::vector<int32_t>(size_t(rows), -1));
+  ASSERT_TRUE(dx.ok() && dout.ok());
+  ASSERT_TRUE(ArgMaxRows(dx->data(), rows, n, dout->data(), 0).ok());
+  auto got = dout->ToHost();
+  ASSERT_TRUE(got.ok());
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ((*got)[size_t(r)], ArgMax(x.data() + r * n, n)) << "row " << r;
+  EXPECT_EQ((*got)[1], 7);
+  EXPECT_EQ((*got)[2], n - 1);
+  EXPECT_EQ((*got)[3], 0);
+}
+
 }  // namespace
 }  // namespace gk::cuda

@@ -118,6 +118,9 @@ struct CudaModel::Impl {
   // Activations for max_chunk tokens.
   DeviceBuffer<float> x, xn, q, k, v, att, out, gate, up, ple, ple_tok, ple_gate, rope_table;
   DeviceBuffer<float> logits;  // grown to the most logit rows a pass has asked for
+  DeviceBuffer<int32_t> greedy;  // each logit row's argmax
+  std::vector<int32_t> h_greedy;
+  std::vector<char> row_to_host;  // per logit row: whether its item wants the row itself
   DeviceBuffer<int32_t> meta;
   std::vector<int32_t> h_meta;
   std::vector<float> h_rope;
@@ -359,6 +362,7 @@ std::string CudaModel::device() const { return impl_->device_name; }
 DType CudaModel::default_kv_dtype() const { return impl_->kv_default; }
 uint64_t CudaModel::kv_memory_budget() const { return std::max<uint64_t>(impl_->kv_budget, 1); }
 uint64_t CudaModel::weight_bytes() const { return impl_->weight_bytes; }
+const int32_t* CudaModel::greedy_tokens() const { return impl_->h_greedy.data(); }
 uint64_t CudaModel::decode_bytes_per_token() const {
   const DeviceMatrix& t = impl_->ple_embed;
   return impl_->weight_bytes - (t.empty() ? 0 : uint64_t(t.rows * t.cols) * DTypeSize(t.dtype));
@@ -410,6 +414,7 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
   long_runs.clear();
   short_rows = 0;
   int64_t t = 0, r = 0;
+  row_to_host.assign(size_t(R), 1);
   for (const PagedBatchItem& it : items) {
     const int64_t n = int64_t(it.tokens.size()), first = it.seq->num_tokens;
     if (n == 0) continue;
@@ -427,7 +432,10 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
       pos[t] = int32_t(first + i);
       off[0][t] = base[0];
       off[1][t] = base[1];
-      if (it.logits == LogitsMode::kAll || (it.logits == LogitsMode::kLast && i == n - 1)) rows[r++] = int32_t(t);
+      if (it.logits == LogitsMode::kAll || (it.logits == LogitsMode::kLast && i == n - 1)) {
+        row_to_host[size_t(r)] = !it.greedy_only;
+        rows[r++] = int32_t(t);
+      }
       if (!long_run) shorts[short_rows++] = int32_t(t);
     }
   }
@@ -467,13 +475,28 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
       auto grown = DeviceBuffer<float>::Allocate(size_t(R * V));
       if (!grown.ok()) return grown.status().Wrap(StrCat("logits of ", R, " rows on ", device_name));
       logits = std::move(*grown);
+      GK_ASSIGN_OR_RETURN(greedy, DeviceBuffer<int32_t>::Allocate(size_t(R)));
     }
     GK_RETURN_IF_ERROR(cuda::GatherRows(x.data(), D, d_rows, R, xn.data(), stream));
     GK_RETURN_IF_ERROR(cuda::RmsNormRows(xn.data(), final_norm, R, D, c.rms_norm_eps, xn.data(), stream));
     GK_RETURN_IF_ERROR(gemm->Run(embed, xn.data(), R, logits.data()));
     if (c.final_logit_softcap > 0.f) GK_RETURN_IF_ERROR(cuda::Softcap(logits.data(), R * V, c.final_logit_softcap, stream));
-    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(logits_out, logits.data(), size_t(R * V) * sizeof(float),
-                                             cudaMemcpyDeviceToHost, stream), "copying the logits from the GPU"));
+    GK_RETURN_IF_ERROR(cuda::ArgMaxRows(logits.data(), R, V, greedy.data(), stream));
+    h_greedy.resize(size_t(R));
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(h_greedy.data(), greedy.data(), size_t(R) * sizeof(int32_t),
+                                             cudaMemcpyDeviceToHost, stream), "copying the argmaxes from the GPU"));
+    // The rows wanted on the host, in runs of consecutive rows (greedy-only rows stay behind).
+    for (int64_t a = 0; a < R;) {
+      if (!row_to_host[size_t(a)]) {
+        ++a;
+        continue;
+      }
+      int64_t b = a;
+      while (b < R && row_to_host[size_t(b)]) ++b;
+      GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(logits_out + a * V, logits.data() + a * V, size_t((b - a) * V) * sizeof(float),
+                                               cudaMemcpyDeviceToHost, stream), "copying the logits from the GPU"));
+      a = b;
+    }
   }
   return Check(cudaStreamSynchronize(stream), "the forward pass on the GPU");
 }

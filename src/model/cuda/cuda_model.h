@@ -49,6 +49,7 @@ class CudaModel final : public ModelRunner {
   uint64_t kv_memory_budget() const override;
   Result<std::unique_ptr<PagedKvPool>> NewPagedKvPool(const PagedKvOptions& o) override;
   Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) override;
+  const int32_t* greedy_tokens() const override;
 
   // Device bytes the weights take, and those a decode step reads (all but the PLE table, a lookup).
   uint64_t weight_bytes() const;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <random>
 
@@ -128,11 +129,24 @@ TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
     for (int s = 0; s < 3; ++s) ASSERT_EQ(next_gpu[s], next_cpu[s]) << "decode step " << i << ", sequence " << s;
     step({{0, {next_cpu[0]}}, {1, {next_cpu[1]}}, {2, {next_cpu[2]}}}, {LogitsMode::kLast, LogitsMode::kLast, LogitsMode::kLast},
          cl, gl);
+    const int32_t* greedy = (*gpu)->greedy_tokens();  // every row's argmax, computed on the GPU
+    ASSERT_NE(greedy, nullptr);
     for (int s = 0; s < 3; ++s) {
       next_cpu[s] = Greedy(cl.data() + s * V, V);
       next_gpu[s] = Greedy(gl.data() + s * V, V);
+      EXPECT_EQ(greedy[s], next_gpu[s]) << "decode step " << i << ", sequence " << s;
     }
   }
+  // Greedy-only rows stay on the GPU: their argmax comes back, their logits do not.
+  std::vector<PagedBatchItem> gi;
+  const int32_t tok = next_gpu[1];
+  gi.push_back({{&tok, 1}, &gpu_b.seqs[1], LogitsMode::kLast, nullptr, /*greedy_only=*/true});
+  std::vector<PagedBatchItem> ci = {{{&tok, 1}, &cpu_b.seqs[1], LogitsMode::kLast, nullptr}};
+  std::vector<float> one_cpu(static_cast<size_t>(V)), one_gpu = cuda::Poison(static_cast<size_t>(V));
+  ASSERT_TRUE((*cpu)->ForwardPaged(ci, **cpu_pool, one_cpu.data()).ok());
+  ASSERT_TRUE((*gpu)->ForwardPaged(gi, **gpu_pool, one_gpu.data()).ok());
+  EXPECT_TRUE(std::isnan(one_gpu[0]) && std::isnan(one_gpu[size_t(V) - 1])) << "a greedy-only row was copied";
+  EXPECT_EQ((*gpu)->greedy_tokens()[0], Greedy(one_cpu.data(), V));
   std::filesystem::remove_all(dir);
 }
 

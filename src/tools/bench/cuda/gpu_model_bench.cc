@@ -59,14 +59,19 @@ Result<std::pair<double, double>> RunBatch(ModelRunner& m, int B, int prompt, in
     for (int i = first; i < b; ++i) seqs[size_t(i)].num_tokens = prompt;
   }
   const double t1 = NowSeconds();
+  for (int b = 0; b < B; ++b) next[size_t(b)] = int32_t(ArgMax(logits.data() + size_t(b) * size_t(V), V));
+  // Greedy decoding as the serving engine runs it: the runner's argmaxes, no logits to the host.
   std::vector<PagedBatchItem> items(static_cast<size_t>(B));
   for (int step = 0; step < gen; ++step) {
     for (int b = 0; b < B; ++b) {
-      next[size_t(b)] = int32_t(ArgMax(logits.data() + size_t(b) * size_t(V), V));
-      items[size_t(b)] = {{&next[size_t(b)], 1}, &seqs[size_t(b)], LogitsMode::kLast, nullptr};
+      items[size_t(b)] = {{&next[size_t(b)], 1}, &seqs[size_t(b)], LogitsMode::kLast, nullptr, /*greedy_only=*/true};
     }
     GK_RETURN_IF_ERROR(m.ForwardPaged(items, *pool, logits.data()));
-    for (auto& s : seqs) ++s.num_tokens;
+    const int32_t* greedy = m.greedy_tokens();
+    for (int b = 0; b < B; ++b) {
+      next[size_t(b)] = greedy ? greedy[b] : int32_t(ArgMax(logits.data() + size_t(b) * size_t(V), V));
+      ++seqs[size_t(b)].num_tokens;
+    }
   }
   return std::make_pair(t1 - t0, NowSeconds() - t1);
 }
