@@ -53,15 +53,98 @@ __global__ void AddScaleKernel(float* x, const float* y, int64_t n, float s) {
   }
 }
 
-__global__ void GeluTanhMulRowsKernel(const float* gate, const float* up, int64_t n, int64_t up_stride, float* out) {
+__global__ void GeluTanhMulRowsKernel(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
+                                      int64_t n, float* out, int64_t out_stride) {
   constexpr float kC = 0.7978845608028654f;  // sqrt(2/pi), as row_ops.cu
-  const float* g = gate + blockIdx.x * n;
+  const float* g = gate + blockIdx.x * gate_stride;
   const float* u = up + blockIdx.x * up_stride;
-  float* o = out + blockIdx.x * n;
+  float* o = out + blockIdx.x * out_stride;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const float a = g[i];
     o[i] = 0.5f * a * (1.f + tanhf(kC * (a + 0.044715f * a * a * a))) * u[i];
   }
+}
+
+constexpr int kMaxExperts = 1024;
+
+// One block per token: softmax over the E logits in shared memory, then k rounds of "the largest
+// left, the lower index among equal ones", as the CPU's partial_sort; the k renormalised.
+__global__ void RouteTopKKernel(const float* logits, int E, int k, const float* per_expert_scale, int32_t* expert,
+                                float* weight) {
+  __shared__ float p[kMaxExperts];
+  __shared__ float top_v[kThreads];
+  __shared__ int top_i[kThreads];
+  __shared__ float total;
+  const float* row = logits + blockIdx.x * int64_t(E);
+  float m = -INFINITY;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) m = fmaxf(m, row[e]);
+  top_v[threadIdx.x] = m;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) top_v[threadIdx.x] = fmaxf(top_v[threadIdx.x], top_v[threadIdx.x + s]);
+    __syncthreads();
+  }
+  m = top_v[0];
+  __syncthreads();
+  float sum = 0.f;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    p[e] = expf(row[e] - m);
+    sum += p[e];
+  }
+  top_v[threadIdx.x] = sum;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) top_v[threadIdx.x] += top_v[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float inv = 1.f / top_v[0];
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) p[e] *= inv;
+  __syncthreads();
+  if (threadIdx.x == 0) total = 0.f;
+  for (int j = 0; j < k; ++j) {
+    float bv = -1.f;
+    int bi = E;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+      if (p[e] > bv) {  // increasing e: ties keep the lower index
+        bv = p[e];
+        bi = e;
+      }
+    }
+    top_v[threadIdx.x] = bv;
+    top_i[threadIdx.x] = bi;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s) {
+        const float v = top_v[threadIdx.x + s];
+        const int i = top_i[threadIdx.x + s];
+        if (v > top_v[threadIdx.x] || (v == top_v[threadIdx.x] && i < top_i[threadIdx.x])) {
+          top_v[threadIdx.x] = v;
+          top_i[threadIdx.x] = i;
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      const int e = top_i[0];
+      expert[blockIdx.x * int64_t(k) + j] = e;
+      weight[blockIdx.x * int64_t(k) + j] = p[e];
+      total += p[e];
+      p[e] = -2.f;  // taken
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x < k) {
+    const int64_t at = blockIdx.x * int64_t(k) + threadIdx.x;
+    weight[at] = weight[at] / total * per_expert_scale[expert[at]];
+  }
+}
+
+__global__ void ScatterAddKernel(const float* x, int64_t D, const int32_t* rows, const float* weight, float* y) {
+  const float* src = x + blockIdx.x * D;
+  float* dst = y + int64_t(rows[blockIdx.x]) * D;
+  const float w = weight[blockIdx.x];
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) dst[i] += w * src[i];
 }
 
 // One block per token: every (head, pair) of its rows.
@@ -181,11 +264,28 @@ Status AddScale(float* x, const float* y, int64_t n, float s, cudaStream_t strea
   return CheckLaunch("AddScaleKernel");
 }
 
-Status GeluTanhMulRows(const float* gate, const float* up, int64_t rows, int64_t n, int64_t up_stride, float* out,
-                       cudaStream_t stream) {
+Status GeluTanhMulRows(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, int64_t rows,
+                       int64_t n, float* out, int64_t out_stride, cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
-  GeluTanhMulRowsKernel<<<unsigned(rows), kThreads, 0, stream>>>(gate, up, n, up_stride, out);
+  GeluTanhMulRowsKernel<<<unsigned(rows), kThreads, 0, stream>>>(gate, gate_stride, up, up_stride, n, out, out_stride);
   return CheckLaunch("GeluTanhMulRowsKernel");
+}
+
+Status RouteTopK(const float* logits, int64_t T, int E, int k, const float* per_expert_scale, int32_t* expert,
+                 float* weight, cudaStream_t stream) {
+  if (T == 0) return Status::Ok();
+  if (E > kMaxExperts || k > E || k < 1) {
+    return Status::Error(StrCat("the GPU routes up to ", kMaxExperts, " experts, top-k at most that; got ", E, ", ", k));
+  }
+  RouteTopKKernel<<<unsigned(T), kThreads, 0, stream>>>(logits, E, k, per_expert_scale, expert, weight);
+  return CheckLaunch("RouteTopKKernel");
+}
+
+Status ScatterAddRows(const float* x, int64_t D, const int32_t* rows, const float* weight, int64_t n, float* y,
+                      cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  ScatterAddKernel<<<unsigned(n), kThreads, 0, stream>>>(x, D, rows, weight, y);
+  return CheckLaunch("ScatterAddKernel");
 }
 
 Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream) {

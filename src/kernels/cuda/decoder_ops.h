@@ -21,10 +21,21 @@ Status RmsNormAddRows(const float* y, const float* w, int64_t rows, int64_t n, f
 Status ScaleRows(float* x, int64_t n, float s, cudaStream_t stream);
 // x[i] = (x[i] + y[i]) · s.
 Status AddScale(float* x, const float* y, int64_t n, float s, cudaStream_t stream);
-// out[r, i] = gelu_tanh(gate[r, i]) · up[r · up_stride + i] for rows of n (gate and out
-// contiguous; out may be gate): the PLE gate, whose other factor is a strided slice.
-Status GeluTanhMulRows(const float* gate, const float* up, int64_t rows, int64_t n, int64_t up_stride, float* out,
-                       cudaStream_t stream);
+// out[r·out_stride + i] = gelu_tanh(gate[r·gate_stride + i]) · up[r·up_stride + i] for rows of n
+// (out may be gate): the PLE gate, whose other factor is a strided slice, and the experts'
+// fused gate_up rows.
+Status GeluTanhMulRows(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, int64_t rows,
+                       int64_t n, float* out, int64_t out_stride, cudaStream_t stream);
+// Mixture-of-experts routing of T tokens over E experts (GemmaModel::MoeBlock): per token the
+// softmax of its router logits, the k most likely experts (the lower index first among equal
+// ones), their probabilities renormalised over the k and times per_expert_scale.
+// expert[t·k + j], weight[t·k + j]: the token's j-th choice.
+Status RouteTopK(const float* logits, int64_t T, int E, int k, const float* per_expert_scale, int32_t* expert,
+                 float* weight, cudaStream_t stream);
+// out[i] = x[rows[i]] for n rows of D (the tokens routed to one expert).
+// y[rows[i]] += weight[i] · x[i] for n rows of D; rows distinct within one call.
+Status ScatterAddRows(const float* x, int64_t D, const int32_t* rows, const float* weight, int64_t n, float* y,
+                      cudaStream_t stream);
 // Rotate-half RoPE of T tokens' `heads` rows of H: cos_sin holds per token H floats, the H/2
 // cosines then the H/2 sines (kernels/ops.h's RopeCosSin layout).
 Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream);

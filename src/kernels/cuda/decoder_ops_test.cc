@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_test_util.h"
@@ -128,6 +130,43 @@ TEST(CudaDecoderOps, ArgMaxRowsPicksTheFirstLargest) {
   EXPECT_EQ((*got)[1], 7);
   EXPECT_EQ((*got)[2], n - 1);
   EXPECT_EQ((*got)[3], 0);
+}
+
+// The router's choices and weights, as GemmaModel::MoeBlock makes them: softmax, the k largest
+// (lower index first among equal ones), renormalised, times per_expert_scale.
+TEST(CudaDecoderOps, RouteTopKMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  const int64_t T = 9;
+  for (const auto& [E, k] : std::vector<std::pair<int, int>>{{128, 8}, {8, 2}, {300, 1}}) {
+    auto logits = Random(size_t(T * E), rng, 2.f);
+    logits[3] = logits[5] = 9.f;  // token 0: a tie for the top
+    const auto scale = Random(size_t(E), rng);
+    std::vector<int32_t> want_e;
+    std::vector<float> want_w;
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<float> p(logits.begin() + t * E, logits.begin() + (t + 1) * E);
+      SoftmaxInPlace(p.data(), E);
+      std::vector<int> order(static_cast<size_t>(E));
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int a, int z) { return p[size_t(a)] > p[size_t(z)] || (p[size_t(a)] == p[size_t(z)] && a < z); });
+      float total = 0.f;
+      for (int j = 0; j < k; ++j) total += p[size_t(order[size_t(j)])];
+      for (int j = 0; j < k; ++j) {
+        want_e.push_back(order[size_t(j)]);
+        want_w.push_back(p[size_t(order[size_t(j)])] / total * scale[size_t(order[size_t(j)])]);
+      }
+    }
+    auto dl = DeviceBuffer<float>::From(logits);
+    auto ds = DeviceBuffer<float>::From(scale);
+    auto de = DeviceBuffer<int32_t>::From(std::vector<int32_t>(size_t(T * k), -1));
+    auto dw = DeviceBuffer<float>::From(Poison(size_t(T * k)));
+    ASSERT_TRUE(dl.ok() && ds.ok() && de.ok() && dw.ok());
+    ASSERT_TRUE(RouteTopK(dl->data(), T, E, k, ds->data(), de->data(), dw->data(), 0).ok());
+    EXPECT_EQ(*de->ToHost(), want_e) << E << " experts, top " << k;
+    EXPECT_LT(RelErr(*dw->ToHost(), want_w), 1e-5) << E << " experts, top " << k;
+  }
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ class DeviceKvStorage final : public KvStorage {
 };
 
 struct DeviceLayer {
-  DeviceMatrix q, k, v, o, gate, up, down, ple_gate, ple_proj;
+  DeviceMatrix q, k, v, o, gate, up, down, ple_gate, ple_proj, router;
   const float* input_norm = nullptr;
   const float* post_attn_norm = nullptr;
   const float* pre_ffw_norm = nullptr;
@@ -65,6 +65,13 @@ struct DeviceLayer {
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
   const float* post_ple_norm = nullptr;
+  // Mixture of experts (26B-A4B).
+  const float* router_weight = nullptr;  // router.scale · D^-½: RMSNorm with it is the router's input
+  const float* per_expert_scale = nullptr;
+  const float* pre_ffw_norm_2 = nullptr;
+  const float* post_ffw_norm_1 = nullptr;
+  const float* post_ffw_norm_2 = nullptr;
+  std::vector<DeviceMatrix> expert_gate_up, expert_down;
   float layer_scalar = 1.f;
 };
 
@@ -75,26 +82,21 @@ bool SupportedMatrix(const MatrixView& m) {
 }  // namespace
 
 Status CheckCudaSupport(const ModelConfig& c, const ModelWeights& w) {
-  if (c.enable_moe_block) {
-    return Status::Error("the CUDA runner does not run mixture-of-experts models (26B-A4B) yet; use --device cpu");
-  }
   if (c.MaxHeadDim() > cuda::kMaxHeadDim) {
     return Status::Error(StrCat("the CUDA runner takes head dims up to ", cuda::kMaxHeadDim, ", the model has ",
                                 c.MaxHeadDim()));
   }
-  std::vector<const MatrixView*> all = {&w.embed, &w.ple_embed, &w.ple_model_proj};
-  for (const LayerWeights& lw : w.layers) {
-    for (const MatrixView* m : {&lw.q, &lw.k, &lw.v, &lw.o, &lw.gate, &lw.up, &lw.down, &lw.ple_gate, &lw.ple_proj}) {
-      all.push_back(m);
-    }
+  if (c.enable_moe_block && c.num_experts > 1024) {
+    return Status::Error(StrCat("the CUDA runner routes up to 1024 experts, the model has ", c.num_experts));
   }
-  for (const MatrixView* m : all) {
-    if (!SupportedMatrix(*m)) {
-      return Status::Error(StrCat("the CUDA runner takes bf16 or f32 weights in the checkpoint's layout, not ",
-                                  m->packed ? "CPU-packed bf16" : DTypeName(m->dtype), " (no --quantize on the GPU)"));
+  Status st = Status::Ok();
+  ForEachMatrix(w, [&](const MatrixView& m) {
+    if (st.ok() && !SupportedMatrix(m)) {
+      st = Status::Error(StrCat("the CUDA runner takes bf16 or f32 weights in the checkpoint's layout, not ",
+                                m.packed ? "CPU-packed bf16" : DTypeName(m.dtype), " (no --quantize on the GPU)"));
     }
-  }
-  return Status::Ok();
+  });
+  return st;
 }
 
 struct CudaModel::Impl {
@@ -117,6 +119,11 @@ struct CudaModel::Impl {
 
   // Activations for max_chunk tokens.
   DeviceBuffer<float> x, xn, q, k, v, att, out, gate, up, ple, ple_tok, ple_gate, rope_table;
+  // Mixture of experts: router logits, the routing, the experts' input and sum, one expert's rows.
+  DeviceBuffer<float> router_logits, route_weight, moe_x, moe_out, ex_in, ex_gate_up, ex_h, ex_out, ex_weight;
+  DeviceBuffer<int32_t> route_expert, ex_rows;
+  std::vector<int32_t> h_route_expert, h_ex_rows;
+  std::vector<float> h_route_weight, h_ex_weight;
   DeviceBuffer<float> logits;  // grown to the most logit rows a pass has asked for
   DeviceBuffer<int32_t> greedy;  // each logit row's argmax
   std::vector<int32_t> h_greedy;
@@ -147,6 +154,7 @@ struct CudaModel::Impl {
   Status Run(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits);
   Status Layer(int l, int64_t T, PagedKvPool& pool, const cuda::PagedTokens tokens[2]);
   Status PerLayerInputs(const int32_t* tokens, int64_t T);
+  Status MoeBlock(int l, int64_t T);
   Status PerLayerInputBlock(int l, int64_t T);
 };
 
@@ -172,19 +180,29 @@ Status CudaModel::Impl::Upload(const ModelWeights& w, uint64_t random_seed) {
     return v.empty() ? -1 : int64_t(add(v.data(), v.size() * sizeof(float), nullptr));
   };
   struct LayerPieces {
-    int64_t mats[9], vecs[7];
+    int64_t mats[10], vecs[11];
+    std::vector<int64_t> gate_up, down;  // per expert
   };
+  // The router's RMSNorm weight, router.scale · D^-½ (GemmaModel::MoeBlock scales after the norm).
+  std::vector<std::vector<float>> router_weights(w.layers.size());
+  const float inv_sqrt_d = 1.f / std::sqrt(float(c.hidden_size));
   std::vector<LayerPieces> lp(w.layers.size());
+  std::vector<int64_t> post_ffw_norm_2_piece;
   const int64_t embed_i = add_matrix(w.embed), ple_embed_i = add_matrix(w.ple_embed),
                 ple_proj_i = add_matrix(w.ple_model_proj);
   const int64_t final_norm_i = add_vector(w.final_norm), ple_norm_i = add_vector(w.ple_proj_norm);
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
-    const MatrixView* mats[9] = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.ple_gate, &L.ple_proj};
-    const std::vector<float>* vecs[7] = {&L.input_norm, &L.post_attn_norm, &L.pre_ffw_norm, &L.post_ffw_norm,
-                                         &L.q_norm, &L.k_norm, &L.post_ple_norm};
-    for (int i = 0; i < 9; ++i) lp[l].mats[i] = add_matrix(*mats[i]);
-    for (int i = 0; i < 7; ++i) lp[l].vecs[i] = add_vector(*vecs[i]);
+    for (float sc : L.router_scale) router_weights[l].push_back(sc * inv_sqrt_d);
+    const MatrixView* mats[10] = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.ple_gate, &L.ple_proj, &L.router};
+    const std::vector<float>* vecs[11] = {&L.input_norm, &L.post_attn_norm, &L.pre_ffw_norm, &L.post_ffw_norm,
+                                          &L.q_norm, &L.k_norm, &L.post_ple_norm, &router_weights[l],
+                                          &L.per_expert_scale, &L.pre_ffw_norm_2, &L.post_ffw_norm_1};
+    for (int i = 0; i < 10; ++i) lp[l].mats[i] = add_matrix(*mats[i]);
+    for (int i = 0; i < 11; ++i) lp[l].vecs[i] = add_vector(*vecs[i]);
+    post_ffw_norm_2_piece.push_back(add_vector(L.post_ffw_norm_2));
+    for (const MatrixView& m : L.expert_gate_up) lp[l].gate_up.push_back(add_matrix(m));
+    for (const MatrixView& m : L.expert_down) lp[l].down.push_back(add_matrix(m));
   }
   weight_bytes = total;
   size_t free_bytes = 0, total_bytes = 0;
@@ -249,6 +267,16 @@ Status CudaModel::Impl::Upload(const ModelWeights& w, uint64_t random_seed) {
     d.q_norm = vec(v[4]);
     d.k_norm = vec(v[5]);
     d.post_ple_norm = vec(v[6]);
+    d.router = matrix(m[9], L.router);
+    d.router_weight = vec(v[7]);
+    d.per_expert_scale = vec(v[8]);
+    d.pre_ffw_norm_2 = vec(v[9]);
+    d.post_ffw_norm_1 = vec(v[10]);
+    d.post_ffw_norm_2 = vec(post_ffw_norm_2_piece[l]);
+    for (size_t e = 0; e < L.expert_gate_up.size(); ++e) {
+      d.expert_gate_up.push_back(matrix(lp[l].gate_up[e], L.expert_gate_up[e]));
+      d.expert_down.push_back(matrix(lp[l].down[e], L.expert_down[e]));
+    }
     d.layer_scalar = L.layer_scalar;
   }
   return Status::Ok();
@@ -276,6 +304,20 @@ Status CudaModel::Impl::AllocateActivations() {
     GK_RETURN_IF_ERROR(alloc(ple, T * LP));
     GK_RETURN_IF_ERROR(alloc(ple_tok, T * LP));
     GK_RETURN_IF_ERROR(alloc(ple_gate, T * size_t(c.hidden_size_per_layer_input)));
+  }
+  if (c.enable_moe_block) {
+    const size_t E = size_t(c.num_experts), k = size_t(c.top_k_experts), Fe = size_t(c.moe_intermediate_size);
+    GK_RETURN_IF_ERROR(alloc(router_logits, T * E));
+    GK_RETURN_IF_ERROR(alloc(route_weight, T * k));
+    GK_RETURN_IF_ERROR(alloc(moe_x, T * D));
+    GK_RETURN_IF_ERROR(alloc(moe_out, T * D));
+    GK_RETURN_IF_ERROR(alloc(ex_in, T * D));
+    GK_RETURN_IF_ERROR(alloc(ex_gate_up, T * 2 * Fe));
+    GK_RETURN_IF_ERROR(alloc(ex_h, T * Fe));
+    GK_RETURN_IF_ERROR(alloc(ex_out, T * D));
+    GK_RETURN_IF_ERROR(alloc(ex_weight, T * k));
+    GK_ASSIGN_OR_RETURN(route_expert, DeviceBuffer<int32_t>::Allocate(T * k));
+    GK_ASSIGN_OR_RETURN(ex_rows, DeviceBuffer<int32_t>::Allocate(T * k));
   }
   int64_t rope_floats = 0;
   for (int h : rope.head_dim) {
@@ -313,8 +355,8 @@ Result<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const ModelConfig& co
   for (const WeightSlot& slot : WeightSlots(config, "model.", &w)) {
     if (slot.matrix != nullptr) {
       *slot.matrix = MatrixView{dtype, slot.shape[0], slot.shape.size() > 1 ? slot.shape[1] : 1, nullptr};
-    } else if (slot.experts != nullptr) {
-      return Status::Error("the CUDA runner does not run mixture-of-experts models (26B-A4B) yet; use --device cpu");
+    } else if (slot.experts != nullptr) {  // (E, out, in)
+      slot.experts->assign(size_t(slot.shape[0]), MatrixView{dtype, slot.shape[1], slot.shape[2], nullptr});
     } else if (slot.vec != nullptr) {
       slot.vec->assign(size_t(slot.shape[0]), 1.f);
     } else if (slot.scalar != nullptr) {
@@ -575,11 +617,63 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
   GK_RETURN_IF_ERROR(gemm->Run(L.up, xn.data(), T, up.data()));
   GK_RETURN_IF_ERROR(cuda::GeluTanhMul(gate.data(), up.data(), T * F, gate.data(), stream));
   GK_RETURN_IF_ERROR(gemm->Run(L.down, gate.data(), T, out.data()));
+  if (c.enable_moe_block) GK_RETURN_IF_ERROR(MoeBlock(l, T));  // out ← norm(dense) + norm(experts)
   GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_ffw_norm, T, D, eps, x.data(), stream));
 
   if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PerLayerInputBlock(l, T));
   if (L.layer_scalar != 1.f) GK_RETURN_IF_ERROR(cuda::ScaleRows(x.data(), T * D, L.layer_scalar, stream));
   return Status::Ok();
+}
+
+// out = RMSNorm(out; post_ffw_norm_1) + RMSNorm(Σ_top-k w_e · expert_e(RMSNorm(x; pre_ffw_norm_2)); post_ffw_norm_2)
+// (GemmaModel::MoeBlock). The routing comes to the host, which groups each expert's tokens;
+// then per chosen expert: gather its rows, gate_up, GeGLU, down, and a weighted scatter-add.
+Status CudaModel::Impl::MoeBlock(int l, int64_t T) {
+  const DeviceLayer& L = layers[size_t(l)];
+  const int64_t D = c.hidden_size, E = c.num_experts, k = c.top_k_experts, Fe = c.moe_intermediate_size;
+  const float eps = c.rms_norm_eps;
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(out.data(), L.post_ffw_norm_1, T, D, eps, out.data(), stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.pre_ffw_norm_2, T, D, eps, moe_x.data(), stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.router_weight, T, D, eps, xn.data(), stream));
+  GK_RETURN_IF_ERROR(gemm->Run(L.router, xn.data(), T, router_logits.data()));
+  GK_RETURN_IF_ERROR(cuda::RouteTopK(router_logits.data(), T, int(E), int(k), L.per_expert_scale, route_expert.data(),
+                                     route_weight.data(), stream));
+  h_route_expert.resize(size_t(T * k));
+  h_route_weight.resize(size_t(T * k));
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(h_route_expert.data(), route_expert.data(), size_t(T * k) * sizeof(int32_t),
+                                           cudaMemcpyDeviceToHost, stream), "copying the routing from the GPU"));
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(h_route_weight.data(), route_weight.data(), size_t(T * k) * sizeof(float),
+                                           cudaMemcpyDeviceToHost, stream), "copying the routing from the GPU"));
+  GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "routing on the GPU"));
+  // Each expert's tokens and weights, expert by expert.
+  std::vector<int64_t> start(size_t(E + 1), 0);
+  for (int32_t e : h_route_expert) ++start[size_t(e) + 1];
+  for (int64_t e = 0; e < E; ++e) start[size_t(e + 1)] += start[size_t(e)];
+  std::vector<int64_t> fill(start.begin(), start.end() - 1);
+  h_ex_rows.resize(size_t(T * k));
+  h_ex_weight.resize(size_t(T * k));
+  for (int64_t i = 0; i < T * k; ++i) {
+    const int64_t at = fill[size_t(h_route_expert[size_t(i)])]++;
+    h_ex_rows[size_t(at)] = int32_t(i / k);
+    h_ex_weight[size_t(at)] = h_route_weight[size_t(i)];
+  }
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(ex_rows.data(), h_ex_rows.data(), size_t(T * k) * sizeof(int32_t),
+                                           cudaMemcpyHostToDevice, stream), "copying the routing to the GPU"));
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(ex_weight.data(), h_ex_weight.data(), size_t(T * k) * sizeof(float),
+                                           cudaMemcpyHostToDevice, stream), "copying the routing to the GPU"));
+  GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(moe_out.data(), 0, size_t(T * D) * sizeof(float), stream), "cudaMemset"));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = start[size_t(e + 1)] - start[size_t(e)], s0 = start[size_t(e)];
+    if (n == 0) continue;
+    GK_RETURN_IF_ERROR(cuda::GatherRows(moe_x.data(), D, ex_rows.data() + s0, n, ex_in.data(), stream));
+    GK_RETURN_IF_ERROR(gemm->Run(L.expert_gate_up[size_t(e)], ex_in.data(), n, ex_gate_up.data()));
+    GK_RETURN_IF_ERROR(cuda::GeluTanhMulRows(ex_gate_up.data(), 2 * Fe, ex_gate_up.data() + Fe, 2 * Fe, n, Fe, ex_h.data(),
+                                             Fe, stream));
+    GK_RETURN_IF_ERROR(gemm->Run(L.expert_down[size_t(e)], ex_h.data(), n, ex_out.data()));
+    GK_RETURN_IF_ERROR(cuda::ScatterAddRows(ex_out.data(), D, ex_rows.data() + s0, ex_weight.data() + s0, n,
+                                            moe_out.data(), stream));
+  }
+  return cuda::RmsNormAddRows(moe_out.data(), L.post_ffw_norm_2, T, D, eps, out.data(), stream);
 }
 
 // ple[t, l, :] = (RMSNorm_P(x_emb[t] · W_plmᵀ · D^-½) + E_ple[token] · sqrt(P)) · 2^-½
@@ -600,7 +694,7 @@ Status CudaModel::Impl::PerLayerInputBlock(int l, int64_t T) {
   const DeviceLayer& L = layers[size_t(l)];
   const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
   GK_RETURN_IF_ERROR(gemm->Run(L.ple_gate, x.data(), T, ple_gate.data()));
-  GK_RETURN_IF_ERROR(cuda::GeluTanhMulRows(ple_gate.data(), ple.data() + int64_t(l) * P, T, P, LP, ple_gate.data(), stream));
+  GK_RETURN_IF_ERROR(cuda::GeluTanhMulRows(ple_gate.data(), P, ple.data() + int64_t(l) * P, LP, T, P, ple_gate.data(), P, stream));
   GK_RETURN_IF_ERROR(gemm->Run(L.ple_proj, ple_gate.data(), T, out.data()));
   return cuda::RmsNormAddRows(out.data(), L.post_ple_norm, T, D, c.rms_norm_eps, x.data(), stream);
 }

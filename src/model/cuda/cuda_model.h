@@ -3,10 +3,10 @@
 // tests compare the two). Weights and the KV pool live in device memory; the engine's block
 // tables are copied to the device once per pass; logits come back as host f32 rows.
 //
-// Runs: dense Gemma 4 (K=V global layers, head dims up to 512, proportional RoPE, KV sharing and
-// per-layer embeddings of E2B/E4B) and Gemma 3, bf16 or f32 weights, KV in f32, f16, bf16 or
-// fp8. Refused with one line: mixture-of-experts layers (26B-A4B), quantized weights, LoRA
-// adapters, tensor parallelism.
+// Runs: the Gemma 4 family (31B's K=V global layers, head dims up to 512 and proportional RoPE,
+// E2B/E4B's per-layer embeddings and KV sharing, 26B-A4B's mixture of experts) and Gemma 3,
+// bf16 or f32 weights, KV in f32, f16, bf16 or fp8. Refused with one line: quantized weights,
+// LoRA adapters, tensor parallelism.
 // Thread safety: one thread drives it at a time (the engine thread), as GemmaModel.
 #pragma once
 

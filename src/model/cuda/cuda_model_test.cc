@@ -15,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/gemma_model.h"
+#include "model/load_runner.h"
 #include "model/toy_models_test_util.h"
 
 namespace gk {
@@ -158,18 +159,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gemma3-270m", DType::kBF16, DType::kBF16, 2e-3},
                       Case{"tiny", DType::kBF16, DType::kFp8E4m3, 3e-2}, Case{"tiny", DType::kF32, DType::kFp8E5m2, 3e-2},
                       Case{"tiny", DType::kF32, DType::kF32, 1e-4, 8}, Case{"tiny-e2b", DType::kF32, DType::kF32, 1e-4, 8},
-                      Case{"gemma3-270m", DType::kF32, DType::kF32, 1e-4, 8}, Case{"tiny", DType::kBF16, DType::kF16, 5e-3, 8}),
+                      Case{"gemma3-270m", DType::kF32, DType::kF32, 1e-4, 8}, Case{"tiny", DType::kBF16, DType::kF16, 5e-3, 8},
+                      Case{"tiny-moe", DType::kF32, DType::kF32, 1e-4}, Case{"tiny-moe", DType::kBF16, DType::kF16, 2e-3},
+                      Case{"tiny-moe", DType::kF32, DType::kF32, 1e-4, 8}),
     [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
 
 TEST(CudaModel, RefusesWhatItDoesNotRun) {
   SKIP_WITHOUT_GPU();
-  const ModelConfig config = ToyConfig("tiny-moe", 6);
-  const std::string dir = WriteToyModel(config, "gk_cuda_moe", DType::kBF16, 3);
-  auto gpu = CudaModel::Load(dir, {});
-  ASSERT_FALSE(gpu.ok());
-  EXPECT_NE(gpu.message().find("mixture-of-experts"), std::string::npos) << gpu.message();
-  std::filesystem::remove_all(dir);
-
   const ModelConfig tiny = ToyConfig("tiny", 6);
   const std::string tdir = WriteToyModel(tiny, "gk_cuda_refuse", DType::kBF16, 3);
   auto m = CudaModel::Load(tdir, {});
@@ -185,6 +181,12 @@ TEST(CudaModel, RefusesWhatItDoesNotRun) {
   const Status st = (*m)->ForwardPaged({&item, 1}, **host_pool, logits.data());
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("host memory"), std::string::npos) << st.message();
+  RunnerOptions ro;
+  ro.device = *ParseDeviceSpec("cuda:0");
+  ro.cpu.quantize = QuantType::kQ8_0;
+  auto q8 = LoadModelRunner(tdir, nullptr, ro);
+  ASSERT_FALSE(q8.ok());
+  EXPECT_NE(q8.message().find("--quantize runs on the CPU only"), std::string::npos) << q8.message();
   std::filesystem::remove_all(tdir);
 }
 
