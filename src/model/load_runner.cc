@@ -6,6 +6,20 @@
 
 namespace gk {
 
+#ifdef GK_HAVE_CUDA
+namespace {
+
+CudaModelOptions CudaOptions(const RunnerOptions& o) {
+  CudaModelOptions co;
+  co.device = o.device.index;
+  co.max_chunk = o.cpu.max_chunk;
+  co.gpu_memory_utilization = o.gpu_memory_utilization;
+  return co;
+}
+
+}  // namespace
+#endif
+
 Result<std::unique_ptr<ModelRunner>> LoadModelRunner(const std::string& dir, ThreadPool* pool, const RunnerOptions& o) {
   if (o.device.kind == DeviceKind::kCpu) {
     GK_ASSIGN_OR_RETURN(std::unique_ptr<GemmaModel> m, GemmaModel::Load(dir, pool, o.cpu));
@@ -18,11 +32,7 @@ Result<std::unique_ptr<ModelRunner>> LoadModelRunner(const std::string& dir, Thr
   if (o.cpu.tp.active()) return Status::Error(StrCat("--tp runs on CPUs only; --device ", name, " runs on one GPU"));
   GK_RETURN_IF_ERROR(CheckDeviceAvailable(o.device));
 #ifdef GK_HAVE_CUDA
-  CudaModelOptions co;
-  co.device = o.device.index;
-  co.max_chunk = o.cpu.max_chunk;
-  co.gpu_memory_utilization = o.gpu_memory_utilization;
-  GK_ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> m, CudaModel::Load(dir, co));
+  GK_ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> m, CudaModel::Load(dir, CudaOptions(o)));
   return std::unique_ptr<ModelRunner>(std::move(m));
 #else
   return Status::Error(StrCat("--device ", name, ": this gemmakit was built without the CUDA backend"));
@@ -35,11 +45,7 @@ Result<std::unique_ptr<ModelRunner>> RandomModelRunner(const ModelConfig& config
   }
   GK_RETURN_IF_ERROR(CheckDeviceAvailable(o.device));
 #ifdef GK_HAVE_CUDA
-  CudaModelOptions co;
-  co.device = o.device.index;
-  co.max_chunk = o.cpu.max_chunk;
-  co.gpu_memory_utilization = o.gpu_memory_utilization;
-  GK_ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> m, CudaModel::CreateRandom(config, DType::kBF16, 1234, co));
+  GK_ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> m, CudaModel::CreateRandom(config, DType::kBF16, 1234, CudaOptions(o)));
   return std::unique_ptr<ModelRunner>(std::move(m));
 #else
   (void)config;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/kv_convert.cuh"
 
 namespace gk::cuda {
@@ -49,26 +50,6 @@ __global__ void QueriesToHeadsKernel(const float* q, int64_t t0, int64_t Tq, int
   for (int d = threadIdx.x; d < H; d += blockDim.x) dst[d] = FromF32<Op>(src[d] * scale);
 }
 
-__device__ float BlockReduce(float v, bool is_max) {
-  __shared__ float partial[kThreads / 32];
-  __shared__ float total;
-  for (int o = 16; o > 0; o >>= 1) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, other) : v + other;
-  }
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float r = partial[0];
-    for (int w = 1; w < int(blockDim.x / 32); ++w) r = is_max ? fmaxf(r, partial[w]) : r + partial[w];
-    total = r;
-  }
-  __syncthreads();
-  const float r = total;
-  __syncthreads();  // `total` and `partial` are reused by the next call
-  return r;
-}
-
 // One block per row of S (N·Tq rows of ctx, row h·Tq + t): the softmax over the row's visible
 // columns (positions lo + c from the token's first visible one through its own), zeros elsewhere.
 template <class Op>
@@ -80,10 +61,10 @@ __global__ void MaskedSoftmaxKernel(const float* S, int64_t Tq, int64_t ctx, int
   Op* out = P + r * ctx;
   float m = -INFINITY;
   for (int64_t c = c0 + threadIdx.x; c <= c1; c += blockDim.x) m = fmaxf(m, s[c]);
-  m = BlockReduce(m, true);
+  m = BlockMax(m);
   float sum = 0.f;
   for (int64_t c = c0 + threadIdx.x; c <= c1; c += blockDim.x) sum += expf(s[c] - m);
-  const float inv = 1.f / BlockReduce(sum, false);
+  const float inv = 1.f / BlockSum(sum);
   for (int64_t c = threadIdx.x; c < ctx; c += blockDim.x) {
     out[c] = FromF32<Op>(c >= c0 && c <= c1 ? expf(s[c] - m) * inv : 0.f);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/kv_convert.cuh"
@@ -13,33 +14,10 @@ constexpr int kThreads = 256;
 
 int Blocks(int64_t n) { return int(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65535)); }
 
-__device__ float WarpSum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// The block's sum of v (every thread gets it).
-__device__ float BlockSum(float v) {
-  __shared__ float partial[kThreads / 32];
-  __shared__ float total;
-  v = WarpSum(v);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float s = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.f;
-    s = WarpSum(s);
-    if (threadIdx.x == 0) total = s;
-  }
-  __syncthreads();
-  return total;
-}
-
 __global__ void RmsNormAddKernel(const float* y, const float* w, int64_t n, float eps, float* x) {
   const float* yr = y + blockIdx.x * n;
   float* xr = x + blockIdx.x * n;
-  float ss = 0.f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += yr[i] * yr[i];
-  const float inv = rsqrtf(BlockSum(ss) / float(n) + eps);
+  const float inv = RowInvRms(yr, n, eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] += yr[i] * inv * w[i];
 }
 
@@ -72,66 +50,36 @@ constexpr int kMaxExperts = 1024;
 __global__ void RouteTopKKernel(const float* logits, int E, int k, const float* per_expert_scale, int32_t* expert,
                                 float* weight) {
   __shared__ float p[kMaxExperts];
-  __shared__ float top_v[kThreads];
-  __shared__ int top_i[kThreads];
-  __shared__ float total;
   const float* row = logits + blockIdx.x * int64_t(E);
   float m = -INFINITY;
   for (int e = threadIdx.x; e < E; e += blockDim.x) m = fmaxf(m, row[e]);
-  top_v[threadIdx.x] = m;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) top_v[threadIdx.x] = fmaxf(top_v[threadIdx.x], top_v[threadIdx.x + s]);
-    __syncthreads();
-  }
-  m = top_v[0];
-  __syncthreads();
+  m = BlockMax(m);
   float sum = 0.f;
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     p[e] = expf(row[e] - m);
     sum += p[e];
   }
-  top_v[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) top_v[threadIdx.x] += top_v[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float inv = 1.f / top_v[0];
-  __syncthreads();
+  const float inv = 1.f / BlockSum(sum);
   for (int e = threadIdx.x; e < E; e += blockDim.x) p[e] *= inv;
   __syncthreads();
-  if (threadIdx.x == 0) total = 0.f;
+  float total = 0.f;  // the k chosen probabilities' sum (every thread keeps it)
   for (int j = 0; j < k; ++j) {
     float bv = -1.f;
-    int bi = E;
+    int64_t bi = E;
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
       if (p[e] > bv) {  // increasing e: ties keep the lower index
         bv = p[e];
         bi = e;
       }
     }
-    top_v[threadIdx.x] = bv;
-    top_i[threadIdx.x] = bi;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-      if (threadIdx.x < s) {
-        const float v = top_v[threadIdx.x + s];
-        const int i = top_i[threadIdx.x + s];
-        if (v > top_v[threadIdx.x] || (v == top_v[threadIdx.x] && i < top_i[threadIdx.x])) {
-          top_v[threadIdx.x] = v;
-          top_i[threadIdx.x] = i;
-        }
-      }
-      __syncthreads();
-    }
+    const int64_t e = BlockArgMax(bv, bi, E);
+    total += p[e];
     if (threadIdx.x == 0) {
-      const int e = top_i[0];
-      expert[blockIdx.x * int64_t(k) + j] = e;
+      expert[blockIdx.x * int64_t(k) + j] = int32_t(e);
       weight[blockIdx.x * int64_t(k) + j] = p[e];
-      total += p[e];
-      p[e] = -2.f;  // taken
     }
+    __syncthreads();
+    if (threadIdx.x == 0) p[e] = -2.f;  // taken
     __syncthreads();
   }
   if (threadIdx.x < k) {
@@ -162,34 +110,19 @@ __global__ void RopeKernel(float* x, int64_t heads, int64_t H, const float* cos_
   }
 }
 
-// One block per row: each thread's best (value, lowest index), then a tree over the block.
+// One block per row: each thread's best (value, lowest index), then the block's.
 __global__ void ArgMaxKernel(const float* x, int64_t n, int32_t* out) {
   const float* row = x + blockIdx.x * n;
   float best = -INFINITY;
-  int64_t at = n;  // past the end: none yet
+  int64_t at = n;  // none yet
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {  // increasing i: ties keep the first
     if (at == n || row[i] > best) {
       best = row[i];
       at = i;
     }
   }
-  __shared__ float vals[kThreads];
-  __shared__ int64_t idx[kThreads];
-  vals[threadIdx.x] = best;
-  idx[threadIdx.x] = at;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) {
-      const float v = vals[threadIdx.x + s];
-      const int64_t j = idx[threadIdx.x + s];
-      if (j < n && (idx[threadIdx.x] == n || v > vals[threadIdx.x] || (v == vals[threadIdx.x] && j < idx[threadIdx.x]))) {
-        vals[threadIdx.x] = v;
-        idx[threadIdx.x] = j;
-      }
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) out[blockIdx.x] = int32_t(idx[0] == n ? 0 : idx[0]);
+  const int64_t r = BlockArgMax(best, at, n);
+  if (threadIdx.x == 0) out[blockIdx.x] = int32_t(r == n ? 0 : r);
 }
 
 __global__ void GatherRowsKernel(const float* x, int64_t D, const int32_t* rows, float* out) {

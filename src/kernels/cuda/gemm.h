@@ -69,6 +69,7 @@ class GemmRunner {
   Result<const Algo*> FindAlgo(const BatchedProduct& p);
   Result<const Algo*> FindAlgo(const DeviceMatrix& w, int64_t T);
   Status Matmul(const Algo& a, const BatchedProduct& p, float beta);
+  Status RunWeight(const DeviceMatrix& w, const void* x, int64_t T, float* y, float beta);
   Status Ensure(size_t elements);
 
   cudaStream_t stream_ = nullptr;

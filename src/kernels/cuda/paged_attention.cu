@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/kv_convert.cuh"
 
@@ -10,11 +11,6 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kPerLane = kMaxHeadDim / 32;  // head-dim elements each lane holds
-
-__device__ float WarpSum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // Grid (T, N), kWarps warps. Lane l of a warp holds elements l, l + 32, ... of q and of the
 // output row; warp w takes positions lo + w, lo + w + kWarps, ...

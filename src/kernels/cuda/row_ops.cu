@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_memory.h"
 
 namespace gk::cuda {
@@ -9,28 +10,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ float WarpSum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// One block per row: the sum of squares by a block reduction, then the scaled row.
+// One block per row: the row's 1/rms by a block reduction, then the scaled row.
 __global__ void RmsNormKernel(const float* x, const float* w, int64_t n, float eps, float* y) {
   const float* xr = x + blockIdx.x * n;
   float* yr = y + blockIdx.x * n;
-  float ss = 0.f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
-  __shared__ float partial[kThreads / 32];
-  ss = WarpSum(ss);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float v = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : 0.f;
-    v = WarpSum(v);
-    if (threadIdx.x == 0) partial[0] = v;
-  }
-  __syncthreads();
-  const float inv = rsqrtf(partial[0] / float(n) + eps);
+  const float inv = RowInvRms(xr, n, eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * inv * w[i] : xr[i] * inv;
 }
 
