@@ -1,5 +1,6 @@
 #include "kernels/cuda/paged_attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/block_reduce.cuh"
@@ -12,8 +13,9 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kPerLane = kMaxHeadDim / 32;  // head-dim elements each lane holds
 
-// Grid (T, N), kWarps warps. Lane l of a warp holds elements l, l + 32, ... of q and of the
-// output row; warp w takes positions lo + w, lo + w + kWarps, ...
+// Groups of more than 16 query heads per KV head. Grid (T, N), kWarps warps. Lane l of a warp
+// holds elements l, l + 32, ... of q and of the output row; warp w takes positions lo + w,
+// lo + w + kWarps, ...
 template <KvType kType>
 __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttentionArgs a) {
   using E = KvElem<kType>;
@@ -86,7 +88,163 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
   }
 }
 
+constexpr int kTile = 16;  // positions staged in shared memory at a time
+constexpr int kMaxGroup = 4 * kWarps;
+
+// Grid (T, K, splits), kWarps warps. Warp w holds query heads w, w + kWarps, ... of the group
+// (kHeads of them at most), lane l elements l, l + 32, ... of each head's q and output row.
+template <KvType kType, int kHeads, int kLane>
+__global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttentionArgs a) {
+  using E = KvElem<kType>;
+  using S = typename E::Storage;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int H = a.head_dim, g = a.num_heads / a.kv_heads;
+  S* ks = reinterpret_cast<S*>(smem);
+  S* vs = ks + kTile * H;
+  const int64_t t = a.rows ? a.rows[blockIdx.x] : blockIdx.x;
+  const int kh = blockIdx.y, split = blockIdx.z, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int32_t p = a.tokens.pos[t];
+  const int32_t lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
+  const int32_t per = (p - lo + 1 + a.splits - 1) / a.splits;
+  const int32_t begin = lo + split * per, end = min(p + 1, begin + per);  // [begin, end)
+  const int32_t* table = a.tokens.tables + a.tokens.table_offset[t];
+
+  float qr[kHeads][kLane], o[kHeads][kLane], m[kHeads], l[kHeads];
+#pragma unroll
+  for (int u = 0; u < kHeads; ++u) {
+    const int j = warp + u * kWarps;
+    const float* q = a.q + (t * a.num_heads + kh * g + min(j, g - 1)) * H;
+#pragma unroll
+    for (int i = 0; i < kLane; ++i) {
+      const int d = i * 32 + lane;
+      qr[u][i] = j < g && d < H ? q[d] * a.scale : 0.f;
+      o[u][i] = 0.f;
+    }
+    m[u] = -INFINITY;
+    l[u] = 0.f;
+  }
+  const auto* kp = reinterpret_cast<const S*>(a.k_pool);
+  const auto* vp = reinterpret_cast<const S*>(a.v_pool);
+  for (int32_t t0 = begin; t0 < end; t0 += kTile) {
+    const int n = min(kTile, end - t0);
+    for (int idx = threadIdx.x; idx < n * H; idx += blockDim.x) {
+      const int r = idx / H, d = idx % H;
+      const int32_t j = t0 + r;
+      const int32_t block = table[j / a.block_size];
+      const int64_t row = ((int64_t(block) * a.kv_heads + kh) * a.block_size + j % a.block_size) * H;
+      ks[idx] = kp[row + d];
+      vs[idx] = vp[row + d];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < kHeads; ++u) {
+      if (warp + u * kWarps >= g) continue;
+      for (int r = 0; r < n; ++r) {
+        float sc = 0.f;
+#pragma unroll
+        for (int i = 0; i < kLane; ++i) {
+          const int d = i * 32 + lane;
+          if (d < H) sc += qr[u][i] * E::Load(ks[r * H + d]);
+        }
+        sc = WarpSum(sc);
+        const float m_new = fmaxf(m[u], sc);
+        const float c = expf(m[u] - m_new);  // 0 while m is -inf
+        const float e = expf(sc - m_new);
+        l[u] = l[u] * c + e;
+#pragma unroll
+        for (int i = 0; i < kLane; ++i) {
+          const int d = i * 32 + lane;
+          if (d < H) o[u][i] = o[u][i] * c + e * E::Load(vs[r * H + d]);
+        }
+        m[u] = m_new;
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int u = 0; u < kHeads; ++u) {
+    const int j = warp + u * kWarps;
+    if (j >= g) continue;
+    const int h = kh * g + j;
+    if (a.splits == 1) {
+      float* out = a.out + (t * a.num_heads + h) * H;
+      const float inv = 1.f / l[u];
+#pragma unroll
+      for (int i = 0; i < kLane; ++i) {
+        const int d = i * 32 + lane;
+        if (d < H) out[d] = o[u][i] * inv;
+      }
+    } else {  // [m, l, o] of this split (an empty split: -inf, 0, zeros)
+      float* part = a.workspace + ((int64_t(blockIdx.x) * a.num_heads + h) * a.splits + split) * (H + 2);
+      if (lane == 0) {
+        part[0] = m[u];
+        part[1] = l[u];
+      }
+#pragma unroll
+      for (int i = 0; i < kLane; ++i) {
+        const int d = i * 32 + lane;
+        if (d < H) part[2 + d] = o[u][i];
+      }
+    }
+  }
+}
+
+// Grid (T, N): out = Σ_s o_s e^(m_s - M) / Σ_s l_s e^(m_s - M) over the splits.
+__global__ void MergeSplitsKernel(PagedAttentionArgs a) {
+  const int64_t t = a.rows ? a.rows[blockIdx.x] : blockIdx.x;
+  const int h = blockIdx.y, H = a.head_dim;
+  const float* part = a.workspace + (int64_t(blockIdx.x) * a.num_heads + h) * a.splits * (H + 2);
+  float M = -INFINITY;
+  for (int s = 0; s < a.splits; ++s) M = fmaxf(M, part[s * (H + 2)]);
+  float L = 0.f;
+  for (int s = 0; s < a.splits; ++s) {
+    const float ms = part[s * (H + 2)];
+    if (ms != -INFINITY) L += part[s * (H + 2) + 1] * expf(ms - M);
+  }
+  float* out = a.out + (t * a.num_heads + h) * H;
+  for (int d = threadIdx.x; d < H; d += blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < a.splits; ++s) {
+      const float ms = part[s * (H + 2)];
+      if (ms != -INFINITY) acc += part[s * (H + 2) + 2 + d] * expf(ms - M);
+    }
+    out[d] = acc / L;
+  }
+}
+
+template <KvType kType, int kHeads, int kLane>
+Status LaunchGroup(const PagedAttentionArgs& a, cudaStream_t stream) {
+  const size_t smem = 2 * size_t(kTile) * size_t(a.head_dim) * sizeof(typename KvElem<kType>::Storage);
+  auto kernel = GroupAttentionKernel<kType, kHeads, kLane>;
+  if (smem > 48 * 1024) {  // over the default: opt in (f32 caches with 512-wide heads: 64 KiB)
+    GK_RETURN_IF_ERROR(Check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                             "cudaFuncSetAttribute"));
+  }
+  kernel<<<dim3{unsigned(a.T), unsigned(a.kv_heads), unsigned(a.splits)}, kWarps * 32, smem, stream>>>(a);
+  return CheckLaunch("GroupAttentionKernel");
+}
+
+template <KvType kType>
+Status LaunchGroupFor(const PagedAttentionArgs& a, cudaStream_t stream) {
+  const int g = a.num_heads / a.kv_heads, heads = (g + kWarps - 1) / kWarps;
+  if (a.head_dim <= 256) {
+    if (heads == 1) return LaunchGroup<kType, 1, 8>(a, stream);
+    if (heads == 2) return LaunchGroup<kType, 2, 8>(a, stream);
+    return LaunchGroup<kType, 4, 8>(a, stream);
+  }
+  if (heads == 1) return LaunchGroup<kType, 1, 16>(a, stream);
+  if (heads == 2) return LaunchGroup<kType, 2, 16>(a, stream);
+  return LaunchGroup<kType, 4, 16>(a, stream);
+}
+
 }  // namespace
+
+int PagedAttentionSplits(int64_t rows, int kv_heads, int64_t max_positions, int multiprocessors) {
+  const int64_t blocks = rows * kv_heads, want = 2 * int64_t(multiprocessors);
+  if (blocks >= want) return 1;
+  const int64_t by_blocks = (want + blocks - 1) / blocks, by_length = (max_positions + 127) / 128;
+  return int(std::max<int64_t>(1, std::min<int64_t>({by_blocks, by_length, 64})));
+}
 
 Status PagedAttention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.T == 0) return Status::Ok();
@@ -96,6 +254,26 @@ Status PagedAttention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.kv_heads < 1 || a.num_heads % a.kv_heads != 0) {
     return Status::Error(StrCat(a.num_heads, " query heads do not share ", a.kv_heads, " kv heads evenly"));
   }
+  if (a.splits < 1 || (a.splits > 1 && a.workspace == nullptr)) {
+    return Status::Error(StrCat("attention split into ", a.splits, " ranges needs a workspace"));
+  }
+  if (a.num_heads / a.kv_heads <= kMaxGroup) {
+    auto launch = [&]() -> Status {
+      switch (a.dtype) {
+        case DType::kF32: return LaunchGroupFor<KvType::kF32>(a, stream);
+        case DType::kF16: return LaunchGroupFor<KvType::kF16>(a, stream);
+        case DType::kBF16: return LaunchGroupFor<KvType::kBF16>(a, stream);
+        case DType::kFp8E4m3: return LaunchGroupFor<KvType::kE4M3>(a, stream);
+        case DType::kFp8E5m2: return LaunchGroupFor<KvType::kE5M2>(a, stream);
+        default: return Status::Error(StrCat("paged KV cache dtype ", DTypeName(a.dtype), " is not supported on the GPU"));
+      }
+    };
+    GK_RETURN_IF_ERROR(launch());
+    if (a.splits == 1) return Status::Ok();
+    MergeSplitsKernel<<<dim3{unsigned(a.T), unsigned(a.num_heads)}, 128, 0, stream>>>(a);
+    return CheckLaunch("MergeSplitsKernel");
+  }
+  // Groups of more than kMaxGroup heads: a block per query head (splits unused).
   const dim3 grid{unsigned(a.T), unsigned(a.num_heads)};
   switch (a.dtype) {
     case DType::kF32: PagedAttentionKernel<KvType::kF32><<<grid, kWarps * 32, 0, stream>>>(a); break;

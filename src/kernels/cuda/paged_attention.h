@@ -4,10 +4,13 @@
 // model/paged_kv.h in the pool's dtype. The CUDA twin of GemmaModel::Attend over
 // kernels/attention.h: f32 scores, an exact max-subtracted online softmax, f32 output.
 //
-// This is the simple, correct kernel ("correct first"): one thread block per (token, query
-// head), its four warps taking every fourth position, merged at the end. It reads K/V once per
-// query head rather than once per GQA group, and uses no tensor cores: the tiled prefill kernel
-// and the split-K decode kernel of the CUDA backend issue replace it where it is slow.
+// One thread block per (token, KV head, split): the block stages tiles of 16 positions' K and V
+// rows in shared memory, read once for the whole GQA group (up to 16 query heads, spread over
+// its four warps), and keeps each head's running max, sum and output in registers. Long
+// contexts with few tokens (a decode step at batch 1) are cut into `splits` ranges of positions
+// whose partial states a second kernel merges (flash-decoding), so every multiprocessor streams
+// part of the cache. Groups of more than 16 heads take a simpler kernel, one block per query
+// head. Prefill chunks take kernels/cuda/attention_prefill.h (tensor-core products).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,10 +39,20 @@ struct PagedAttentionArgs {
   const std::byte* k_pool = nullptr;  // the layer's K region
   const std::byte* v_pool = nullptr;
   DType dtype = DType::kF16;  // kF32, kF16, kBF16, kFp8E4m3 or kFp8E5m2
+  int splits = 1;              // ranges of positions per token, merged after (1: none)
+  float* workspace = nullptr;  // splits > 1: PagedAttentionWorkspaceFloats floats (device)
 };
 
 inline constexpr int kMaxHeadDim = 512;
 
 Status PagedAttention(const PagedAttentionArgs& a, cudaStream_t stream);
+
+// Floats of the partial states a.splits > 1 needs.
+inline int64_t PagedAttentionWorkspaceFloats(const PagedAttentionArgs& a) {
+  return a.splits > 1 ? a.T * a.num_heads * a.splits * (a.head_dim + 2) : 0;
+}
+// Splits that give about two blocks per multiprocessor for `rows` tokens of kv_heads heads, each
+// split at least 128 positions of the longest context, at most 64.
+int PagedAttentionSplits(int64_t rows, int kv_heads, int64_t max_positions, int multiprocessors);
 
 }  // namespace gk::cuda

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/attention.h"
@@ -113,19 +114,45 @@ struct AttentionCase {
 const Shape kShapes[] = {{8, 2, 256, 0}, {4, 4, 512, 0}, {8, 1, 256, 37}};
 const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2};
 
+// Whole, and with each token's positions cut into 3 and 7 ranges merged after (the splits of a
+// decode step: some ranges are empty for the short sequence).
 TEST(CudaPagedAttention, MatchesTheCpuKernel) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
   for (const Shape& s : kShapes) {
     for (DType dt : kDtypes) {
-      AttentionCase c(s, dt, rng);
-      const Status st = PagedAttention(c.Args(), 0);
-      ASSERT_TRUE(st.ok()) << st.message();
-      auto got = c.dout.ToHost();
-      ASSERT_TRUE(got.ok()) << got.message();
-      EXPECT_LT(RelErr(*got, c.want), 1e-5) << c.Name();
+      for (int splits : {1, 3, 7}) {
+        AttentionCase c(s, dt, rng);
+        PagedAttentionArgs a = c.Args();
+        a.splits = splits;
+        auto ws = DeviceBuffer<float>::Allocate(size_t(std::max<int64_t>(1, PagedAttentionWorkspaceFloats(a))));
+        ASSERT_TRUE(ws.ok());
+        a.workspace = ws->data();
+        const Status st = PagedAttention(a, 0);
+        ASSERT_TRUE(st.ok()) << st.message();
+        auto got = c.dout.ToHost();
+        ASSERT_TRUE(got.ok()) << got.message();
+        EXPECT_LT(RelErr(*got, c.want), 1e-5) << c.Name() << " splits=" << splits;
+      }
     }
   }
+}
+
+// A group of 32 query heads per KV head (past the grouped kernel's 16): the per-head kernel.
+TEST(CudaPagedAttention, WideGroupsTakeThePerHeadKernel) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  AttentionCase c(Shape{32, 1, 256, 0}, DType::kF16, rng);
+  const Status st = PagedAttention(c.Args(), 0);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_LT(RelErr(*c.dout.ToHost(), c.want), 1e-5) << c.Name();
+}
+
+TEST(CudaPagedAttention, ChoosesSplitsForSmallBatches) {
+  EXPECT_EQ(PagedAttentionSplits(64, 16, 4096, 132), 1);  // 1,024 blocks already
+  EXPECT_EQ(PagedAttentionSplits(1, 4, 100, 132), 1);     // too short to split
+  EXPECT_EQ(PagedAttentionSplits(1, 4, 4096, 132), 32);   // 264 blocks wanted, 128 positions each at least
+  EXPECT_EQ(PagedAttentionSplits(1, 1, 1 << 20, 132), 64);
 }
 
 // The chunk through products (operands in the cache's precision: f32, f16, or bf16), the two

@@ -140,7 +140,10 @@ struct CudaModel::Impl {
   };
   std::vector<LongRun> long_runs;
   int64_t short_rows = 0;
+  int64_t short_max_positions[2] = {0, 0};  // the short rows' longest visible range: full, sliding layers
   const int32_t* d_short_rows = nullptr;
+  DeviceBuffer<float> attention_splits;  // partial states of split decode attention
+  int multiprocessors = 1;
   const int32_t* d_tables[2] = {nullptr, nullptr};
   cuda::PrefillAttention prefill_attention;
 
@@ -389,6 +392,8 @@ Result<std::unique_ptr<CudaModel>> CudaModel::Make(const ModelConfig& config, co
   GK_RETURN_IF_ERROR(m.Upload(weights, random_seed));
   GK_RETURN_IF_ERROR(m.AllocateActivations().Wrap(StrCat("activations for ", m.o.max_chunk, " tokens on ", m.device_name)));
   GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
+  GK_RETURN_IF_ERROR(Check(cudaDeviceGetAttribute(&m.multiprocessors, cudaDevAttrMultiProcessorCount, o.device),
+                           "cudaDeviceGetAttribute"));
   // What is left for the KV cache: the utilisation's share of the device less what this process
   // (and any other) already holds, as vLLM's --gpu-memory-utilization.
   size_t free_bytes = 0, total_bytes = 0;
@@ -455,6 +460,7 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
   std::vector<int32_t> tables[2];
   long_runs.clear();
   short_rows = 0;
+  short_max_positions[0] = short_max_positions[1] = 0;
   int64_t t = 0, r = 0;
   row_to_host.assign(size_t(R), 1);
   for (const PagedBatchItem& it : items) {
@@ -478,7 +484,11 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
         row_to_host[size_t(r)] = !it.greedy_only;
         rows[r++] = int32_t(t);
       }
-      if (!long_run) shorts[short_rows++] = int32_t(t);
+      if (!long_run) {
+        shorts[short_rows++] = int32_t(t);
+        short_max_positions[0] = std::max(short_max_positions[0], first + i + 1);
+        short_max_positions[1] = std::max(short_max_positions[1], std::min<int64_t>(first + i + 1, c.sliding_window));
+      }
     }
   }
   h.resize(size_t(4 * T + R + short_rows));
@@ -606,6 +616,16 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     a.k_pool = pool.KData(source);
     a.v_pool = pool.VData(source);
     a.dtype = pool.dtype();
+    // Few rows over long contexts (a decode step at small batch): split each row's positions so
+    // that every multiprocessor has work, and merge after.
+    a.splits = cuda::PagedAttentionSplits(short_rows, int(K), short_max_positions[window > 0 ? 1 : 0], multiprocessors);
+    const size_t need = size_t(cuda::PagedAttentionWorkspaceFloats(a));
+    if (attention_splits.size() < need) {
+      GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the forward pass on the GPU"));
+      attention_splits = DeviceBuffer<float>();
+      GK_ASSIGN_OR_RETURN(attention_splits, DeviceBuffer<float>::Allocate(need));
+    }
+    a.workspace = attention_splits.data();
     GK_RETURN_IF_ERROR(cuda::PagedAttention(a, stream));
   }
   GK_RETURN_IF_ERROR(gemm->Run(L.o, att.data(), T, out.data()));
