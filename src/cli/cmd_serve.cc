@@ -26,11 +26,11 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/common.h"
-#include "model/presets.h"
 #include "dist/communicator.h"
 #include "engines/serve/engine.h"
 #include "engines/serve/lora_registry.h"
 #include "formats/chat_format.h"
+#include "model/presets.h"
 #include "server/http_server.h"
 #include "server/model_registry.h"
 #include "server/serve_flags.h"
@@ -233,9 +233,8 @@ int RunServe(int argc, char** argv) {
   if (lora_on && cpu_model == nullptr) {
     return Fail(StrCat("LoRA adapters are not supported on --device ", (*model)->device(), " yet: serve them on the CPU"));
   }
-  if (kv_fraction > 0 && cpu_model == nullptr) {
-    // The runner sized its KV budget from --gpu-memory-utilization at load (kv_memory_budget).
-  } else if (kv_fraction > 0) {
+  // On a GPU the runner sized its KV budget from the fraction at load (kv_memory_budget).
+  if (kv_fraction > 0 && cpu_model != nullptr) {
     const uint64_t budget = uint64_t(double(server::PhysicalMemoryBytes()) * kv_fraction);
     const uint64_t used = server::ResidentBytes();
     if (budget <= used) {

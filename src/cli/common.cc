@@ -9,8 +9,8 @@
 
 #include "dist/communicator.h"
 #include "kernels/device.h"
-#include "model/load_runner.h"
 #include "kernels/matmul.h"
+#include "model/load_runner.h"
 #include "util/guarded_parse.h"
 
 namespace gk::cli {

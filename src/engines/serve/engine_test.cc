@@ -1,5 +1,5 @@
-// The serving engine against the single-sequence generator (which runs the contiguous KV cache
-// checked by the PyTorch oracle): the same greedy request gives the same tokens alone and among
+// The serving engine against the single-sequence generator (SingleSequence, itself checked
+// against the contiguous KV cache of the PyTorch oracle tests): the same greedy request gives the same tokens alone and among
 // many concurrent others, with prefix caching on and off, chunked prefill on and off, small
 // blocks, and a KV pool small enough to force preemption. Afterwards no block is in use.
 #include "engines/serve/engine.h"
@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
 
 #include "engines/generate/generator.h"
+#include "kernels/ops.h"
 #include "model/presets.h"
 #include "model/random_init.h"
 #include "model/toy_models_test_util.h"
@@ -331,6 +334,76 @@ TEST(ServeEngine, Bf16KvBatchedEqualsAlone) {
   c.Wait(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(c.tokens[int(i)], alone[i]) << "request " << i;
   EXPECT_EQ(engine->capacity().kv_dtype, DType::kBF16);
+}
+
+// The CPU runner dressed as a GPU runner does its logits: every row's argmax handed back
+// beside them, and the rows of greedy_only items overwritten with NaN (as if never copied to
+// the host). The engine must take the argmax for those and still sample the others from
+// their rows.
+class ArgmaxRunner final : public ModelRunner {
+ public:
+  explicit ArgmaxRunner(std::unique_ptr<GemmaModel> inner) : inner_(std::move(inner)) {}
+  const ModelConfig& config() const override { return inner_->config(); }
+  int max_chunk() const override { return inner_->max_chunk(); }
+  std::string device() const override { return "cpu-argmax"; }
+  DType default_kv_dtype() const override { return inner_->default_kv_dtype(); }
+  Result<std::unique_ptr<PagedKvPool>> NewPagedKvPool(const PagedKvOptions& o) override { return inner_->NewPagedKvPool(o); }
+  Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) override {
+    GK_RETURN_IF_ERROR(inner_->ForwardPaged(items, pool, logits));
+    const int64_t V = config().vocab_size;
+    greedy_.clear();
+    for (const PagedBatchItem& it : items) {
+      const int64_t rows = it.logits == LogitsMode::kAll ? int64_t(it.tokens.size())
+                           : it.logits == LogitsMode::kLast && !it.tokens.empty() ? 1 : 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = logits + int64_t(greedy_.size()) * V;
+        greedy_.push_back(int32_t(ArgMax(row, V)));
+        if (it.greedy_only) std::fill(row, row + V, std::numeric_limits<float>::quiet_NaN());
+      }
+    }
+    return Status::Ok();
+  }
+  const int32_t* greedy_tokens() const override { return greedy_.data(); }
+
+ private:
+  std::unique_ptr<GemmaModel> inner_;
+  std::vector<int32_t> greedy_;
+};
+
+TEST(ServeEngine, TakesTheRunnersArgmaxForGreedyRowsOnly) {
+  const std::string dir = TinyModel("tiny", DType::kF32);
+  const auto prompts = Prompts(9, 31);
+  ThreadPool pool(2);
+  EngineOptions o;
+  o.max_model_len = 128;
+  // Request i: greedy (i % 3 == 0), greedy with logprobs (1), sampled with a seed (2).
+  auto request = [&](size_t i) {
+    EngineRequest r;
+    r.prompt = prompts[i];
+    r.max_tokens = 8;
+    if (i % 3 == 1) r.logprobs = 2;
+    if (i % 3 == 2) r.sampling = SamplingParams{0.8f, 20, 0.9f, 1000 + i};
+    return r;
+  };
+  auto run = [&](std::unique_ptr<ModelRunner> runner) {
+    auto engine = ServeEngine::Create(std::move(runner), o);
+    EXPECT_TRUE(engine.ok()) << engine.message();
+    Collector c;
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_TRUE((*engine)->Submit(request(i), c.For(int(i))).ok());
+    c.Wait(prompts.size());
+    return std::make_pair(c.tokens, c.last);
+  };
+  ModelLoadOptions lo;
+  lo.max_chunk = 64;
+  auto plain = GemmaModel::Load(dir, &pool, lo);
+  auto inner = GemmaModel::Load(dir, &pool, lo);
+  ASSERT_TRUE(plain.ok() && inner.ok());
+  const auto want = run(std::move(*plain));
+  const auto got = run(std::make_unique<ArgmaxRunner>(std::move(*inner)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got.first.at(int(i)), want.first.at(int(i))) << "request " << i;
+    EXPECT_EQ(got.second.at(int(i)).completion_tokens, 8) << "request " << i;
+  }
 }
 
 }  // namespace
