@@ -1,4 +1,4 @@
-// Attention over a paged KV pool on the GPU, for prefill chunks and decode steps alike: each new
+// Attention over a paged KV pool on the GPU, for decode steps and short chunks: each new
 // token's query heads attend over the token's visible positions (causal; sliding-window layers
 // only the last `window`), read through its sequence's block table from the pool regions of
 // model/paged_kv.h in the pool's dtype. The CUDA twin of GemmaModel::Attend over

@@ -1,7 +1,8 @@
 // The Gemma 4 / Gemma 3 decoder on one CUDA device: the GPU's ModelRunner (model/model_runner.h),
 // computing what GemmaModel computes on the CPU (the same config, weights and paged-pool layout;
 // tests compare the two). Weights and the KV pool live in device memory; the engine's block
-// tables are copied to the device once per pass; logits come back as host f32 rows.
+// tables are copied to the device once per pass; logits come back as host f32 rows, beside each
+// row's argmax (greedy-only rows stay on the device).
 //
 // Runs: the Gemma 4 family (31B's K=V global layers, head dims up to 512 and proportional RoPE,
 // E2B/E4B's per-layer embeddings and KV sharing, 26B-A4B's mixture of experts) and Gemma 3,
