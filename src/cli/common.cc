@@ -89,20 +89,22 @@ Status EngineFlags::CheckDevice() const {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<ModelRunner>> EngineFlags::LoadRunner(const std::string& model_dir, ThreadPool* pool,
-                                                             const ModelLoadOptions& lo) const {
+Result<RunnerOptions> EngineFlags::Runner(const ModelLoadOptions& lo) const {
   RunnerOptions o;
   GK_ASSIGN_OR_RETURN(o.device, ParseDeviceSpec(device));
   o.cpu = lo;
   o.gpu_memory_utilization = gpu_memory_utilization;
+  return o;
+}
+
+Result<std::unique_ptr<ModelRunner>> EngineFlags::LoadRunner(const std::string& model_dir, ThreadPool* pool,
+                                                             const ModelLoadOptions& lo) const {
+  GK_ASSIGN_OR_RETURN(const RunnerOptions o, Runner(lo));
   return LoadModelRunner(model_dir, pool, o);
 }
 
 Result<std::unique_ptr<ModelRunner>> EngineFlags::RandomRunner(const ModelConfig& config, const ModelLoadOptions& lo) const {
-  RunnerOptions o;
-  GK_ASSIGN_OR_RETURN(o.device, ParseDeviceSpec(device));
-  o.cpu = lo;
-  o.gpu_memory_utilization = gpu_memory_utilization;
+  GK_ASSIGN_OR_RETURN(const RunnerOptions o, Runner(lo));
   return RandomModelRunner(config, o);
 }
 

@@ -49,6 +49,8 @@ struct EngineFlags {
                                                   const ModelLoadOptions& lo) const;
   // --preset: random weights of config's shape made on --device (a GPU).
   Result<std::unique_ptr<ModelRunner>> RandomRunner(const ModelConfig& config, const ModelLoadOptions& lo) const;
+  // --device and --gpu-memory-utilization with lo, as the runner loaders take them.
+  Result<RunnerOptions> Runner(const ModelLoadOptions& lo) const;
   // --tp N: every rank of `mpirun -np N` holds 1/N of the model (model/tensor_parallel.h). Ranks
   // other than 0 then print nothing on stdout, and an error on any rank ends them all (Fail).
   // A run under mpirun without --tp, or with another rank count, is refused.

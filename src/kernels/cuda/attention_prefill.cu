@@ -88,6 +88,28 @@ constexpr DType OpDType() {
   else return DType::kBF16;
 }
 
+// y_b (M × N) = x_b (M × K) · w_b (N × K)ᵀ for each KV head b, every matrix packed row-major
+// and the batch's matrices back to back.
+BatchedProduct PerKvHead(DType dtype, int64_t M, int64_t N, int64_t K, const void* x, const void* w, float* y,
+                         int kv_heads) {
+  BatchedProduct p;
+  p.dtype = dtype;
+  p.M = M;
+  p.N = N;
+  p.K = K;
+  p.x = x;
+  p.ldx = K;
+  p.stride_x = M * K;
+  p.w = w;
+  p.ldw = K;
+  p.stride_w = N * K;
+  p.y = y;
+  p.ldy = N;
+  p.stride_y = M * N;
+  p.batch = kv_heads;
+  return p;
+}
+
 template <KvType kPool, class Op>
 Status RunTyped(const PrefillAttentionArgs& a, GemmRunner& gemm, DeviceBuffer<std::byte>& ws, cudaStream_t stream) {
   const int N = a.num_heads, Kh = a.kv_heads, H = a.head_dim, g = N / Kh;
@@ -119,40 +141,12 @@ Status RunTyped(const PrefillAttentionArgs& a, GemmRunner& gemm, DeviceBuffer<st
     GK_RETURN_IF_ERROR(CheckLaunch("GatherKvKernel"));
     QueriesToHeadsKernel<Op><<<dim3{unsigned(Tq), unsigned(N)}, threads, 0, stream>>>(a.q, a.t0 + s, Tq, N, H, a.scale, qh);
     GK_RETURN_IF_ERROR(CheckLaunch("QueriesToHeadsKernel"));
-    BatchedProduct sp;  // S (g·Tq × ctx per KV head) = Qh · Kcᵀ
-    sp.dtype = OpDType<Op>();
-    sp.M = int64_t(g) * Tq;
-    sp.N = ctx;
-    sp.K = H;
-    sp.x = qh;
-    sp.ldx = H;
-    sp.stride_x = int64_t(g) * Tq * H;
-    sp.w = kc;
-    sp.ldw = H;
-    sp.stride_w = ctx * H;
-    sp.y = S;
-    sp.ldy = ctx;
-    sp.stride_y = int64_t(g) * Tq * ctx;
-    sp.batch = Kh;
-    GK_RETURN_IF_ERROR(gemm.RunBatched(sp));
+    // S (g·Tq × ctx per KV head) = Qh · Kcᵀ
+    GK_RETURN_IF_ERROR(gemm.RunBatched(PerKvHead(OpDType<Op>(), int64_t(g) * Tq, ctx, H, qh, kc, S, Kh)));
     MaskedSoftmaxKernel<Op><<<unsigned(int64_t(N) * Tq), kThreads, 0, stream>>>(S, Tq, ctx, p0, lo, a.window, P);
     GK_RETURN_IF_ERROR(CheckLaunch("MaskedSoftmaxKernel"));
-    BatchedProduct op;  // O (g·Tq × H per KV head) = P · V = P · Vtᵀ
-    op.dtype = OpDType<Op>();
-    op.M = int64_t(g) * Tq;
-    op.N = H;
-    op.K = ctx;
-    op.x = P;
-    op.ldx = ctx;
-    op.stride_x = int64_t(g) * Tq * ctx;
-    op.w = vt;
-    op.ldw = ctx;
-    op.stride_w = int64_t(H) * ctx;
-    op.y = O;
-    op.ldy = H;
-    op.stride_y = int64_t(g) * Tq * H;
-    op.batch = Kh;
-    GK_RETURN_IF_ERROR(gemm.RunBatched(op));
+    // O (g·Tq × H per KV head) = P · V = P · Vtᵀ
+    GK_RETURN_IF_ERROR(gemm.RunBatched(PerKvHead(OpDType<Op>(), int64_t(g) * Tq, H, ctx, P, vt, O, Kh)));
     HeadsToRowsKernel<<<dim3{unsigned(Tq), unsigned(N)}, threads, 0, stream>>>(O, a.t0 + s, Tq, N, H, a.out);
     GK_RETURN_IF_ERROR(CheckLaunch("HeadsToRowsKernel"));
   }

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda/gemm.h"
 #include "kernels/device.h"
 
 namespace gk::cuda {
@@ -41,6 +42,21 @@ inline double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
   return RelErr(a.data(), b.data(), a.size());
 }
+
+// A stream and a cuBLASLt runner on it, freed in order.
+struct GemmOnStream {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<GemmRunner> gemm;
+  Status Create() {
+    GK_RETURN_IF_ERROR(Check(cudaStreamCreate(&stream), "cudaStreamCreate"));
+    GK_ASSIGN_OR_RETURN(gemm, GemmRunner::Create(stream));
+    return Status::Ok();
+  }
+  ~GemmOnStream() {
+    gemm.reset();
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
 
 inline std::vector<float> Poison(size_t n) { return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()); }
 

@@ -14,13 +14,6 @@ constexpr int kThreads = 256;
 
 int Blocks(int64_t n) { return int(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65535)); }
 
-__global__ void RmsNormAddKernel(const float* y, const float* w, int64_t n, float eps, float* x) {
-  const float* yr = y + blockIdx.x * n;
-  float* xr = x + blockIdx.x * n;
-  const float inv = RowInvRms(yr, n, eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] += yr[i] * inv * w[i];
-}
-
 __global__ void ScaleKernel(float* x, int64_t n, float s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) x[i] *= s;
 }
@@ -28,18 +21,6 @@ __global__ void ScaleKernel(float* x, int64_t n, float s) {
 __global__ void AddScaleKernel(float* x, const float* y, int64_t n, float s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     x[i] = (x[i] + y[i]) * s;
-  }
-}
-
-__global__ void GeluTanhMulRowsKernel(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
-                                      int64_t n, float* out, int64_t out_stride) {
-  constexpr float kC = 0.7978845608028654f;  // sqrt(2/pi), as row_ops.cu
-  const float* g = gate + blockIdx.x * gate_stride;
-  const float* u = up + blockIdx.x * up_stride;
-  float* o = out + blockIdx.x * out_stride;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float a = g[i];
-    o[i] = 0.5f * a * (1.f + tanhf(kC * (a + 0.044715f * a * a * a))) * u[i];
   }
 }
 
@@ -179,12 +160,6 @@ __global__ void PagedKvWriteKernel(const float* k, const float* v, int kv_heads,
 
 }  // namespace
 
-Status RmsNormAddRows(const float* y, const float* w, int64_t rows, int64_t n, float eps, float* x, cudaStream_t stream) {
-  if (rows == 0) return Status::Ok();
-  RmsNormAddKernel<<<unsigned(rows), kThreads, 0, stream>>>(y, w, n, eps, x);
-  return CheckLaunch("RmsNormAddKernel");
-}
-
 Status ScaleRows(float* x, int64_t n, float s, cudaStream_t stream) {
   if (n == 0) return Status::Ok();
   ScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, s);
@@ -195,13 +170,6 @@ Status AddScale(float* x, const float* y, int64_t n, float s, cudaStream_t strea
   if (n == 0) return Status::Ok();
   AddScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n, s);
   return CheckLaunch("AddScaleKernel");
-}
-
-Status GeluTanhMulRows(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, int64_t rows,
-                       int64_t n, float* out, int64_t out_stride, cudaStream_t stream) {
-  if (rows == 0) return Status::Ok();
-  GeluTanhMulRowsKernel<<<unsigned(rows), kThreads, 0, stream>>>(gate, gate_stride, up, up_stride, n, out, out_stride);
-  return CheckLaunch("GeluTanhMulRowsKernel");
 }
 
 Status RouteTopK(const float* logits, int64_t T, int E, int k, const float* per_expert_scale, int32_t* expert,

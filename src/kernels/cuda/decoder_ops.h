@@ -1,5 +1,5 @@
-// The rest of the decoder's per-token work on the GPU, beside row_ops.h: residual adds with
-// the block's output norm fused, RoPE from a host-computed cos/sin table, the paged KV write in
+// The rest of the decoder's per-token work on the GPU, beside row_ops.h: RoPE from a
+// host-computed cos/sin table, the paged KV write in
 // the pool's dtype, row gathers and bf16 conversion. Same formulas as kernels/ops.h and
 // PagedKvPool::Write (f32 arithmetic; f16 and fp8 saturate, every conversion rounds to nearest
 // even). Pointers are device memory; each call queues one kernel on `stream`.
@@ -15,17 +15,10 @@
 
 namespace gk::cuda {
 
-// x[r] += RMSNorm(y[r]) · w for rows of n (the post-attention / post-MLP norm and residual).
-Status RmsNormAddRows(const float* y, const float* w, int64_t rows, int64_t n, float eps, float* x, cudaStream_t stream);
 // x[i] *= s.
 Status ScaleRows(float* x, int64_t n, float s, cudaStream_t stream);
 // x[i] = (x[i] + y[i]) · s.
 Status AddScale(float* x, const float* y, int64_t n, float s, cudaStream_t stream);
-// out[r·out_stride + i] = gelu_tanh(gate[r·gate_stride + i]) · up[r·up_stride + i] for rows of n
-// (out may be gate): the PLE gate, whose other factor is a strided slice, and the experts'
-// fused gate_up rows.
-Status GeluTanhMulRows(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, int64_t rows,
-                       int64_t n, float* out, int64_t out_stride, cudaStream_t stream);
 // Mixture-of-experts routing of T tokens over E experts (GemmaModel::MoeBlock): per token the
 // softmax of its router logits, the k most likely experts (the lower index first among equal
 // ones), their probabilities renormalised over the k and times per_expert_scale.

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/row_ops.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
 
@@ -77,7 +78,7 @@ TEST(CudaDecoderOps, RopeNormAddGatherAndEmbedMatchTheCpu) {
   const int64_t rows = 9, D = 640;
   auto y = Random(size_t(rows * D), rng, 5.f), w = Random(size_t(D), rng), base = Random(size_t(rows * D), rng);
   std::vector<float> normed(y.size()), sum = base;
-  RmsNormRows(y.data(), w.data(), rows, D, 1e-6f, normed.data());
+  gk::RmsNormRows(y.data(), w.data(), rows, D, 1e-6f, normed.data());
   for (size_t i = 0; i < sum.size(); ++i) sum[i] += normed[i];
   auto dy = DeviceBuffer<float>::From(y);
   auto dw = DeviceBuffer<float>::From(w);

@@ -62,7 +62,7 @@ Result<DeviceLimits> MeasureDeviceLimits() {
     GK_RETURN_IF_ERROR(FillRandom(x.data(), DType::kBF16, n * n, 1.f, 3, stream));
     GK_ASSIGN_OR_RETURN(auto gemm, GemmRunner::Create(stream));
     const DeviceMatrix m{DType::kBF16, n, n, w.data()};
-    GK_ASSIGN_OR_RETURN(double s, BestSeconds(stream, 5, [&] { return gemm->RunBf16(m, x.data(), n, y.data(), 0.f); }));
+    GK_ASSIGN_OR_RETURN(double s, BestSeconds(stream, 5, [&] { return gemm->RunPrepared(m, x.data(), n, y.data(), 0.f); }));
     d.bf16_flop_per_s = 2.0 * double(n) * double(n) * double(n) / s;
   }
   return d;

@@ -187,8 +187,7 @@ Status GemmRunner::RunBatched(const BatchedProduct& p) {
   return Matmul(*a, p, 0.f);
 }
 
-// y = x · Wᵀ with x already in W's dtype.
-Status GemmRunner::RunWeight(const DeviceMatrix& w, const void* x, int64_t T, float* y, float beta) {
+Status GemmRunner::RunPrepared(const DeviceMatrix& w, const void* x, int64_t T, float* y, float beta) {
   GK_ASSIGN_OR_RETURN(const Algo* a, FindAlgo(w, T));
   BatchedProduct p;
   p.x = x;
@@ -197,21 +196,17 @@ Status GemmRunner::RunWeight(const DeviceMatrix& w, const void* x, int64_t T, fl
   return Matmul(*a, p, beta);
 }
 
-Status GemmRunner::RunBf16(const DeviceMatrix& w, const uint16_t* x_bf16, int64_t T, float* y, float beta) {
-  return RunWeight(w, x_bf16, T, y, beta);
-}
-
 Status GemmRunner::Run(const DeviceMatrix& w, const float* x, int64_t T, float* y, bool accumulate) {
   if (T == 0) return Status::Ok();
   const float beta0 = accumulate ? 1.f : 0.f;
-  if (w.dtype == DType::kF32) return RunWeight(w, x, T, y, beta0);
+  if (w.dtype == DType::kF32) return RunPrepared(w, x, T, y, beta0);
   if (w.dtype != DType::kBF16) return Status::Error(StrCat("the GPU runs bf16 or f32 weights, not ", DTypeName(w.dtype)));
   const bool split = ActiveBf16Activations() == Bf16Activations::kSplit;
   const size_t n = size_t(T * w.cols);
   GK_RETURN_IF_ERROR(Ensure(n));
   GK_RETURN_IF_ERROR(SplitToBf16(x, int64_t(n), hi_.data(), split ? lo_.data() : nullptr, stream_));
-  GK_RETURN_IF_ERROR(RunBf16(w, hi_.data(), T, y, beta0));
-  if (split) GK_RETURN_IF_ERROR(RunBf16(w, lo_.data(), T, y, 1.f));
+  GK_RETURN_IF_ERROR(RunPrepared(w, hi_.data(), T, y, beta0));
+  if (split) GK_RETURN_IF_ERROR(RunPrepared(w, lo_.data(), T, y, 1.f));
   return Status::Ok();
 }
 

@@ -57,8 +57,8 @@ class GemmRunner {
   // y = x · Wᵀ (beta 0) or y += x · Wᵀ (accumulate). x: T rows of W.cols f32 (device). For bf16
   // W, x is first converted into this runner's staging buffer. Queued on the stream.
   Status Run(const DeviceMatrix& w, const float* x, int64_t T, float* y, bool accumulate = false);
-  // The bf16 product of already-converted activations (x_bf16: T rows of W.cols bf16).
-  Status RunBf16(const DeviceMatrix& w, const uint16_t* x_bf16, int64_t T, float* y, float beta);
+  // y = x · Wᵀ + beta · y with x already in W's dtype (T rows of W.cols).
+  Status RunPrepared(const DeviceMatrix& w, const void* x, int64_t T, float* y, float beta);
   // A strided batch of products (BatchedProduct), y overwritten. Queued on the stream.
   Status RunBatched(const BatchedProduct& p);
 
@@ -69,7 +69,6 @@ class GemmRunner {
   Result<const Algo*> FindAlgo(const BatchedProduct& p);
   Result<const Algo*> FindAlgo(const DeviceMatrix& w, int64_t T);
   Status Matmul(const Algo& a, const BatchedProduct& p, float beta);
-  Status RunWeight(const DeviceMatrix& w, const void* x, int64_t T, float* y, float beta);
   Status Ensure(size_t elements);
 
   cudaStream_t stream_ = nullptr;

@@ -28,10 +28,11 @@ std::vector<float> Reference(const std::vector<float>& w, const std::vector<floa
 TEST(CudaGemm, MatchesDoubleProductsInEveryMode) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  auto gemm = GemmRunner::Create(stream);
-  ASSERT_TRUE(gemm.ok()) << gemm.message();
+  GemmOnStream g;
+  const Status made = g.Create();
+  ASSERT_TRUE(made.ok()) << made.message();
+  cudaStream_t stream = g.stream;
+  GemmRunner* gemm = g.gemm.get();
   for (const auto& [rows, cols, T] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{320, 640, 1}, {96, 512, 37}, {1000, 256, 130}}) {
     auto w = Random(size_t(rows * cols), rng), x = Random(size_t(T * cols), rng);
     std::vector<uint16_t> w16(w.size());
@@ -55,14 +56,14 @@ TEST(CudaGemm, MatchesDoubleProductsInEveryMode) {
       const DeviceMatrix dm{m.dtype, rows, cols, m.dtype == DType::kF32 ? static_cast<const void*>(dw32->data()) : dw16->data()};
       auto dy = DeviceBuffer<float>::From(Poison(size_t(T * rows)));
       ASSERT_TRUE(dy.ok());
-      Status st = (*gemm)->Run(dm, dx->data(), T, dy->data());
+      Status st = gemm->Run(dm, dx->data(), T, dy->data());
       ASSERT_TRUE(st.ok()) << st.message();
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       auto got = dy->ToHost();
       ASSERT_TRUE(got.ok());
       EXPECT_LT(RelErr(*got, want), m.tolerance) << DTypeName(m.dtype) << " " << rows << "x" << cols << " T=" << T;
       // Accumulating adds the same product again.
-      st = (*gemm)->Run(dm, dx->data(), T, dy->data(), /*accumulate=*/true);
+      st = gemm->Run(dm, dx->data(), T, dy->data(), /*accumulate=*/true);
       ASSERT_TRUE(st.ok()) << st.message();
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       std::vector<float> twice = want;
@@ -71,8 +72,6 @@ TEST(CudaGemm, MatchesDoubleProductsInEveryMode) {
     }
   }
   SetBf16Activations(Bf16Activations::kSplit);
-  gemm->reset();
-  cudaStreamDestroy(stream);
 }
 
 }  // namespace

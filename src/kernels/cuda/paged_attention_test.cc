@@ -160,10 +160,11 @@ TEST(CudaPagedAttention, ChoosesSplitsForSmallBatches) {
 TEST(CudaPrefillAttention, ChunkThroughProductsBesideDecodeRows) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  auto gemm = GemmRunner::Create(stream);
-  ASSERT_TRUE(gemm.ok()) << gemm.message();
+  GemmOnStream g;
+  const Status made = g.Create();
+  ASSERT_TRUE(made.ok()) << made.message();
+  cudaStream_t stream = g.stream;
+  GemmRunner* gemm = g.gemm.get();
   PrefillAttention prefill;
   for (const Shape& s : kShapes) {
     for (DType dt : kDtypes) {
@@ -184,7 +185,7 @@ TEST(CudaPrefillAttention, ChunkThroughProductsBesideDecodeRows) {
       p.k_pool = c.dk.data();
       p.v_pool = c.dv.data();
       p.dtype = dt;
-      Status st = prefill.Run(p, **gemm, stream);
+      Status st = prefill.Run(p, *gemm, stream);
       ASSERT_TRUE(st.ok()) << st.message();
       auto rows = DeviceBuffer<int32_t>::From({20, 21});
       ASSERT_TRUE(rows.ok());
@@ -200,8 +201,6 @@ TEST(CudaPrefillAttention, ChunkThroughProductsBesideDecodeRows) {
       EXPECT_LT(RelErr(*got, c.want), tolerance) << c.Name();
     }
   }
-  gemm->reset();
-  cudaStreamDestroy(stream);
 }
 
 }  // namespace

@@ -18,6 +18,14 @@ __global__ void RmsNormKernel(const float* x, const float* w, int64_t n, float e
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * inv * w[i] : xr[i] * inv;
 }
 
+// x[r] += RMSNorm(y[r]) · w.
+__global__ void RmsNormAddKernel(const float* y, const float* w, int64_t n, float eps, float* x) {
+  const float* yr = y + blockIdx.x * n;
+  float* xr = x + blockIdx.x * n;
+  const float inv = RowInvRms(yr, n, eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] += yr[i] * inv * w[i];
+}
+
 __device__ float GeluTanh(float x) {
   constexpr float kC = 0.7978845608028654f;  // sqrt(2/pi)
   return 0.5f * x * (1.f + tanhf(kC * (x + 0.044715f * x * x * x)));
@@ -36,15 +44,13 @@ __global__ void SoftcapKernel(float* x, int64_t n, float cap) {
   }
 }
 
-__global__ void EmbedKernel(const uint16_t* table, int64_t rows, int64_t D, const int32_t* tokens, float scale,
-                            float* out) {
-  const int32_t id = tokens[blockIdx.x];
-  float* o = out + blockIdx.x * D;
-  const bool valid = id >= 0 && id < rows;
-  const uint16_t* row = table + (valid ? int64_t(id) * D : 0);
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-    o[i] = valid ? __uint_as_float(uint32_t(row[i]) << 16) * scale : 0.f;
-  }
+// One block per row of strided gate, up and out rows.
+__global__ void GeluTanhMulRowsKernel(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
+                                      int64_t n, float* out, int64_t out_stride) {
+  const float* g = gate + blockIdx.x * gate_stride;
+  const float* u = up + blockIdx.x * up_stride;
+  float* o = out + blockIdx.x * out_stride;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = GeluTanh(g[i]) * u[i];
 }
 
 int Blocks(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
@@ -69,11 +75,17 @@ Status Softcap(float* x, int64_t n, float cap, cudaStream_t stream) {
   return CheckLaunch("SoftcapKernel");
 }
 
-Status EmbedRowsBf16(const uint16_t* table, int64_t rows, int64_t D, const int32_t* tokens, int64_t T, float scale,
-                     float* out, cudaStream_t stream) {
-  if (T == 0) return Status::Ok();
-  EmbedKernel<<<unsigned(T), kThreads, 0, stream>>>(table, rows, D, tokens, scale, out);
-  return CheckLaunch("EmbedKernel");
+Status RmsNormAddRows(const float* y, const float* w, int64_t rows, int64_t n, float eps, float* x, cudaStream_t stream) {
+  if (rows == 0) return Status::Ok();
+  RmsNormAddKernel<<<unsigned(rows), kThreads, 0, stream>>>(y, w, n, eps, x);
+  return CheckLaunch("RmsNormAddKernel");
+}
+
+Status GeluTanhMulRows(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, int64_t rows,
+                       int64_t n, float* out, int64_t out_stride, cudaStream_t stream) {
+  if (rows == 0) return Status::Ok();
+  GeluTanhMulRowsKernel<<<unsigned(rows), kThreads, 0, stream>>>(gate, gate_stride, up, up_stride, n, out, out_stride);
+  return CheckLaunch("GeluTanhMulRowsKernel");
 }
 
 }  // namespace gk::cuda

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/decoder_ops.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
@@ -68,7 +69,7 @@ TEST(CudaRowOps, GeluSoftcapAndEmbeddingMatchTheCpu) {
   auto dtok = DeviceBuffer<int32_t>::From(tokens);
   auto de = DeviceBuffer<float>::From(Poison(tokens.size() * size_t(D)));
   ASSERT_TRUE(dt.ok() && dtok.ok() && de.ok());
-  ASSERT_TRUE(EmbedRowsBf16(dt->data(), rows, D, dtok->data(), int64_t(tokens.size()), 25.3f, de->data(), 0).ok());
+  ASSERT_TRUE(EmbedRows(dt->data(), DType::kBF16, rows, D, dtok->data(), int64_t(tokens.size()), 25.3f, -1, de->data(), 0).ok());
   auto got = de->ToHost();
   ASSERT_TRUE(got.ok());
   for (size_t t = 0; t < tokens.size(); ++t) {
