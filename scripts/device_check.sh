@@ -14,7 +14,8 @@
 #                                               and E4B shapes (random weights made on the GPU)
 #                                               and the serving end-to-end test with --device
 #                                               cuda, and the 64-prompt burst through `serve
-#                                               --device cuda --preset 31b` and `bench serve`:
+#                                               --device cuda --preset 31b` and `bench serve`
+#                                               (greedy, then sampled on the GPU):
 #                                               OUT_DIR ($OUT by default) gets summary.txt and
 #                                               results.tar.gz (every log and JSON); the summary
 #                                               and the figures are printed last.
@@ -85,9 +86,13 @@ run)
       sleep 1
     done
     "$gk" bench serve --port 8011 --tokenizer "$tok" --num-prompts 64 --random-input-len 128 --random-output-len 256 \
-      --request-rate inf --ready-check-timeout-sec 60 --save-result --result-dir "$logs" \
+      --request-rate inf --temperature 0 --ready-check-timeout-sec 60 --save-result --result-dir "$logs" \
       --result-filename "serve_burst_$preset.json"
     local rc=$?
+    # The same burst sampled on the GPU (Gemma's generation_config: top_k 64, top_p 0.95).
+    "$gk" bench serve --port 8011 --tokenizer "$tok" --num-prompts 64 --random-input-len 128 --random-output-len 256 \
+      --request-rate inf --temperature 1 --top-k 64 --top-p 0.95 --save-result --result-dir "$logs" \
+      --result-filename "serve_burst_sampled_$preset.json" > "$logs/serve_burst_sampled_$preset.log" 2>&1 || rc=1
     kill "$pid" 2> /dev/null
     wait "$pid"
     return $rc
@@ -112,7 +117,7 @@ run)
   tar -C "$dir" -czf "$out/results.tar.gz" results
   cat "$logs/summary.txt"
   grep -h -E '^(model|device|prefill|decode|batched|burst) ' "$logs"/bench_*.log
-  grep -h -E '^(Output token throughput|Successful requests|Benchmark duration)' "$logs/serve_burst_31b.log"
+  grep -H -E '^(Output token throughput|Successful requests|Benchmark duration)' "$logs"/serve_burst_*31b.log
   grep -h -E '^\[  (FAILED|SKIPPED) ' "$logs/cuda_tests.log" | head -20
   exit $failed
   ;;

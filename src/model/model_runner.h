@@ -3,7 +3,8 @@
 // one batched forward pass over it. GemmaModel is the CPU runner; CudaModel (model/cuda/) the
 // GPU's. Block tables, prefix hashes and scheduling stay on the host, in the engine, for both.
 // Logits come back to the host as f32 rows and the engines sample there; a GPU runner also
-// returns each row's argmax, so greedy rows need not cross to the host.
+// picks each row's token itself (kernels/token_pick.h), so the rows of requests that want only
+// the token need not cross to the host.
 #pragma once
 
 #include <memory>
@@ -35,10 +36,12 @@ class ModelRunner {
   virtual Result<std::unique_ptr<PagedKvPool>> NewPagedKvPool(const PagedKvOptions& o) = 0;
   // Runs a batch of sequences' new tokens (GemmaModel::ForwardPaged has the contract).
   virtual Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) = 0;
-  // After a ForwardPaged, each returned row's argmax (the lowest index among equal maxima, as
-  // kernels/ops.h's ArgMax) when the runner computes them beside the logits (a GPU: the rows of
-  // greedy_only items then never cross to the host); null when it does not (the CPU).
-  virtual const int32_t* greedy_tokens() const { return nullptr; }
+  // Whether ForwardPaged picks each returned row's token where the logits are, as its item's
+  // `pick` says (a GPU: the rows of token_only items then never cross to the host). The CPU
+  // does not: its engines sample from the rows.
+  virtual bool picks_tokens() const { return false; }
+  // After a ForwardPaged of a runner that picks tokens, each returned row's token; else null.
+  virtual const int32_t* picked_tokens() const { return nullptr; }
 };
 
 }  // namespace gk

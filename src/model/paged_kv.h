@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/token_pick.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "tensor/dtype.h"
@@ -129,10 +130,12 @@ struct PagedBatchItem {
   const PagedSequence* seq = nullptr;
   LogitsMode logits = LogitsMode::kLast;
   const LoraWeights* lora = nullptr;  // the item's LoRA adapter (model/lora_weights.h); null: the base model
-  // Its logits row is wanted only for its argmax (a greedy request without logprobs): a runner
-  // that computes argmaxes where the logits are (ModelRunner::greedy_tokens) may leave the row
+  // Its logits row is wanted only for its next token (a request without logprobs): a runner
+  // that picks tokens where the logits are (ModelRunner::picks_tokens) may leave the row
   // unwritten rather than copy it to the host.
-  bool greedy_only = false;
+  bool token_only = false;
+  // How such a runner picks the item's token (kernels/token_pick.h): greedy by default.
+  TokenPick pick{};
 };
 
 // Checks every runner makes before a paged pass (GemmaModel::ForwardPaged has the contract).

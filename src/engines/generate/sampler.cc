@@ -66,4 +66,10 @@ int32_t Sampler::Sample(const float* logits, int64_t n) {
   return candidates_.back().second;
 }
 
+TokenPick Sampler::NextPick() {
+  TokenPick p{params_.temperature, params_.top_k, params_.top_p, 0};
+  if (p.temperature > 0.f) p.key = rng_();
+  return p;
+}
+
 }  // namespace gk

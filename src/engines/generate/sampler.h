@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/token_pick.h"
+
 namespace gk {
 
 struct SamplingParams {
@@ -20,6 +22,10 @@ class Sampler {
   explicit Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {}
   // Picks a token from n logits (logits are left unchanged).
   int32_t Sample(const float* logits, int64_t n);
+  // How a runner that picks tokens where the logits are (ModelRunner::picks_tokens) picks the
+  // next one instead: these parameters, and a key drawn from this sampler's seeded generator
+  // (none at temperature 0), so the seed still reproduces the run.
+  TokenPick NextPick();
 
  private:
   SamplingParams params_;

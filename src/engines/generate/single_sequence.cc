@@ -28,7 +28,7 @@ Result<SingleSequence> SingleSequence::Create(ModelRunner& runner, int64_t max_t
   return s;
 }
 
-Status SingleSequence::Forward(std::span<const int32_t> tokens, LogitsMode mode, float* logits) {
+Status SingleSequence::Forward(std::span<const int32_t> tokens, LogitsMode mode, float* logits, const TokenPick* pick) {
   const int64_t n = int64_t(tokens.size()), V = runner_->config().vocab_size, chunk = runner_->max_chunk();
   if (seq_.num_tokens + n > max_tokens_) {
     return Status::Error(StrCat("sequence of ", seq_.num_tokens + n, " tokens exceeds the context of ", max_tokens_,
@@ -43,6 +43,10 @@ Status SingleSequence::Forward(std::span<const int32_t> tokens, LogitsMode mode,
     item.logits = mode == LogitsMode::kAll ? LogitsMode::kAll
                   : mode == LogitsMode::kLast && b + T == n ? LogitsMode::kLast
                                                             : LogitsMode::kNone;
+    if (pick != nullptr && item.logits == LogitsMode::kLast) {
+      item.token_only = true;
+      item.pick = *pick;
+    }
     GK_RETURN_IF_ERROR(runner_->ForwardPaged({&item, 1}, *pool_, mode == LogitsMode::kAll ? logits + b * V : logits));
     seq_.num_tokens += T;
   }

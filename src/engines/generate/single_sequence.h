@@ -26,7 +26,9 @@ class SingleSequence {
 
   // Appends tokens (any count: passes of at most max_chunk). logits: V floats per row, every
   // token's (kAll) or the last one's (kLast). Errors: more tokens than max_tokens, the runner's.
-  Status Forward(std::span<const int32_t> tokens, LogitsMode mode, float* logits);
+  // pick (kLast, a runner that picks tokens): the runner picks the next token so
+  // (runner.picked_tokens()[0]) and may leave the row where it computed it.
+  Status Forward(std::span<const int32_t> tokens, LogitsMode mode, float* logits, const TokenPick* pick = nullptr);
   // Forgets the tokens (the blocks are reused from position 0).
   void Clear() { seq_.num_tokens = 0; }
 

@@ -125,8 +125,8 @@ class EngineImpl final : public ServeEngine {
   void Loop();
   void Step();
   void RunPasses(const std::vector<ScheduledSlice>& slices);
-  // greedy >= 0: the token, chosen by the runner (a greedy request's argmax); else sampled from logits.
-  void SampleAndEmit(Sequence& s, const float* logits, int32_t greedy);
+  // picked >= 0: the token, picked by the runner; else sampled here from the logits.
+  void SampleAndEmit(Sequence& s, const float* logits, int32_t picked);
   void Finish(Sequence& s, RequestOutput& out, FinishReason why);
   void AbortLocal(uint64_t id);
   void PublishStats();
@@ -336,14 +336,18 @@ void EngineImpl::RunPasses(const std::vector<ScheduledSlice>& slices) {
                      [](const Part& a, const Part& b) { return a.seq->lora_id < b.seq->lora_id; });
     items.clear();
     int64_t rows = 0;
+    const bool runner_picks = model_->picks_tokens();
     for (Part& p : parts) {
       p.view.blocks[kFull] = p.seq->blocks.table[kFull];
       p.view.blocks[kSliding] = p.seq->blocks.table[kSliding];
       p.view.num_tokens = p.begin;
       const EngineRequest& r = p.seq->request;
       items.push_back({std::span<const int32_t>(p.seq->tokens).subspan(size_t(p.begin), size_t(p.n)), &p.view,
-                       p.last ? LogitsMode::kLast : LogitsMode::kNone, r.lora.weights.get(),
-                       /*greedy_only=*/p.last && r.sampling.temperature <= 0.f && r.logprobs < 0});
+                       p.last ? LogitsMode::kLast : LogitsMode::kNone, r.lora.weights.get()});
+      if (p.last && runner_picks) {  // the runner picks the token; the row crosses for logprobs only
+        items.back().token_only = r.logprobs < 0;
+        items.back().pick = p.seq->sampler->NextPick();
+      }
       rows += p.last;
     }
     if (int64_t(logits_.size()) < rows * V) logits_.resize(size_t(rows * V));
@@ -352,15 +356,15 @@ void EngineImpl::RunPasses(const std::vector<ScheduledSlice>& slices) {
     }
     const Status st = model_->ForwardPaged(items, *pool_, logits_.data());
     GK_ASSERT(st.ok());  // the scheduler only hands over validated tokens and covered blocks
-    // A GPU runner's argmaxes stand for the rows of greedy requests it kept on the device.
-    const int32_t* greedy = model_->greedy_tokens();
+    // A GPU runner's picks, whether or not the row came over.
+    const int32_t* picked = runner_picks ? model_->picked_tokens() : nullptr;
     int64_t row = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
       Part& p = parts[i];
       p.seq->computed = p.begin + p.n;
       blocks_.CacheFullBlocks(p.seq->blocks, p.seq->tokens, p.seq->computed);
       if (!p.last) continue;
-      SampleAndEmit(*p.seq, logits_.data() + row * V, greedy && items[i].greedy_only ? greedy[row] : -1);
+      SampleAndEmit(*p.seq, logits_.data() + row * V, picked ? picked[row] : -1);
       ++row;
     }
     parts.clear();
@@ -385,9 +389,9 @@ void EngineImpl::RunPasses(const std::vector<ScheduledSlice>& slices) {
   run();
 }
 
-void EngineImpl::SampleAndEmit(Sequence& s, const float* logits, int32_t greedy) {
+void EngineImpl::SampleAndEmit(Sequence& s, const float* logits, int32_t picked) {
   const int64_t V = model_->config().vocab_size;
-  const int32_t token = greedy >= 0 ? greedy : s.sampler->Sample(logits, V);
+  const int32_t token = picked >= 0 ? picked : s.sampler->Sample(logits, V);
   RequestOutput out;
   ++s.generated;
   ++counters_.generation_tokens;

@@ -6,8 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <algorithm>
+#include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "engines/generate/generator.h"
 #include "kernels/ops.h"
+#include "kernels/token_pick.h"
 #include "model/presets.h"
 #include "model/random_init.h"
 #include "model/toy_models_test_util.h"
@@ -336,74 +338,96 @@ TEST(ServeEngine, Bf16KvBatchedEqualsAlone) {
   EXPECT_EQ(engine->capacity().kv_dtype, DType::kBF16);
 }
 
-// The CPU runner dressed as a GPU runner does its logits: every row's argmax handed back
-// beside them, and the rows of greedy_only items overwritten with NaN (as if never copied to
-// the host). The engine must take the argmax for those and still sample the others from
-// their rows.
-class ArgmaxRunner final : public ModelRunner {
+// The CPU runner dressed as a GPU runner: it picks every row's token itself, as its item's
+// pick says (the CPU reference of the GPU's race, kernels/token_pick.h), and overwrites the rows
+// of token_only items with NaN (as if never copied to the host). The engine must emit the
+// runner's tokens, draw the keys from each request's seeded generator, and still read logprobs
+// from the rows that came over.
+class PickingRunner final : public ModelRunner {
  public:
-  explicit ArgmaxRunner(std::unique_ptr<GemmaModel> inner) : inner_(std::move(inner)) {}
+  explicit PickingRunner(std::unique_ptr<GemmaModel> inner) : inner_(std::move(inner)) {}
   const ModelConfig& config() const override { return inner_->config(); }
   int max_chunk() const override { return inner_->max_chunk(); }
-  std::string device() const override { return "cpu-argmax"; }
+  std::string device() const override { return "cpu-picking"; }
   DType default_kv_dtype() const override { return inner_->default_kv_dtype(); }
   Result<std::unique_ptr<PagedKvPool>> NewPagedKvPool(const PagedKvOptions& o) override { return inner_->NewPagedKvPool(o); }
   Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) override {
     GK_RETURN_IF_ERROR(inner_->ForwardPaged(items, pool, logits));
     const int64_t V = config().vocab_size;
-    greedy_.clear();
+    picked_.clear();
     for (const PagedBatchItem& it : items) {
       const int64_t rows = it.logits == LogitsMode::kAll ? int64_t(it.tokens.size())
                            : it.logits == LogitsMode::kLast && !it.tokens.empty() ? 1 : 0;
       for (int64_t r = 0; r < rows; ++r) {
-        float* row = logits + int64_t(greedy_.size()) * V;
-        greedy_.push_back(int32_t(ArgMax(row, V)));
-        if (it.greedy_only) std::fill(row, row + V, std::numeric_limits<float>::quiet_NaN());
+        float* row = logits + int64_t(picked_.size()) * V;
+        picked_.push_back(PickTokenReference(row, V, it.pick));
+        if (it.token_only) std::fill(row, row + V, std::numeric_limits<float>::quiet_NaN());
       }
     }
     return Status::Ok();
   }
-  const int32_t* greedy_tokens() const override { return greedy_.data(); }
+  bool picks_tokens() const override { return true; }
+  const int32_t* picked_tokens() const override { return picked_.data(); }
 
  private:
   std::unique_ptr<GemmaModel> inner_;
-  std::vector<int32_t> greedy_;
+  std::vector<int32_t> picked_;
 };
 
-TEST(ServeEngine, TakesTheRunnersArgmaxForGreedyRowsOnly) {
+TEST(ServeEngine, EmitsTheTokensTheRunnerPicks) {
   const std::string dir = TinyModel("tiny", DType::kF32);
-  const auto prompts = Prompts(9, 31);
+  const auto prompts = Prompts(12, 31);
   ThreadPool pool(2);
   EngineOptions o;
   o.max_model_len = 128;
-  // Request i: greedy (i % 3 == 0), greedy with logprobs (1), sampled with a seed (2).
-  auto request = [&](size_t i) {
-    EngineRequest r;
-    r.prompt = prompts[i];
-    r.max_tokens = 8;
-    if (i % 3 == 1) r.logprobs = 2;
-    if (i % 3 == 2) r.sampling = SamplingParams{0.8f, 20, 0.9f, 1000 + i};
-    return r;
-  };
+  ModelLoadOptions lo;
+  lo.max_chunk = 64;
+  // Request i: greedy (i % 4 == 0), greedy with logprobs (1), sampled with a seed (2), and
+  // sampled with the same seed and prompt as request i - 1, with logprobs (3).
+  auto sampling = [&](size_t i) { return i % 4 >= 2 ? SamplingParams{0.8f, 20, 0.9f, 1000 + i / 4} : SamplingParams{}; };
+  auto prompt = [&](size_t i) { return prompts[i % 4 == 3 ? i - 1 : i]; };
   auto run = [&](std::unique_ptr<ModelRunner> runner) {
     auto engine = ServeEngine::Create(std::move(runner), o);
     EXPECT_TRUE(engine.ok()) << engine.message();
     Collector c;
-    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_TRUE((*engine)->Submit(request(i), c.For(int(i))).ok());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EngineRequest r;
+      r.prompt = prompt(i);
+      r.max_tokens = 8;
+      r.sampling = sampling(i);
+      if (i % 2 == 1) r.logprobs = 2;
+      EXPECT_TRUE((*engine)->Submit(r, c.For(int(i))).ok());
+    }
     c.Wait(prompts.size());
     return std::make_pair(c.tokens, c.last);
   };
-  ModelLoadOptions lo;
-  lo.max_chunk = 64;
-  auto plain = GemmaModel::Load(dir, &pool, lo);
-  auto inner = GemmaModel::Load(dir, &pool, lo);
-  ASSERT_TRUE(plain.ok() && inner.ok());
-  const auto want = run(std::move(*plain));
-  const auto got = run(std::make_unique<ArgmaxRunner>(std::move(*inner)));
+  auto load = [&] {
+    auto m = GemmaModel::Load(dir, &pool, lo);
+    EXPECT_TRUE(m.ok()) << m.message();
+    return std::move(*m);
+  };
+  const auto plain = run(load());
+  const auto got = run(std::make_unique<PickingRunner>(load()));
+  PickingRunner alone(load());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(got.first.at(int(i)), want.first.at(int(i))) << "request " << i;
     EXPECT_EQ(got.second.at(int(i)).completion_tokens, 8) << "request " << i;
+    if (i % 4 < 2) {  // greedy: the runner's argmax is the engine's
+      EXPECT_EQ(got.first.at(int(i)), plain.first.at(int(i))) << "request " << i;
+      continue;
+    }
+    // Sampled: the tokens Generate draws through the same runner from the same seed, with or
+    // without logprobs (the logprobs row still comes over: finite values for the picked token).
+    GenerateOptions g;
+    g.max_tokens = 8;
+    g.sampling = sampling(i);
+    std::vector<int32_t> want;
+    ASSERT_TRUE(Generate(alone, prompt(i), g, [&](int32_t t) { want.push_back(t); return true; }).ok());
+    EXPECT_EQ(got.first.at(int(i)), want) << "request " << i;
   }
+  const auto& lp = got.second.at(3).logprobs;
+  ASSERT_FALSE(lp.empty());
+  EXPECT_TRUE(std::isfinite(lp.back().logprob) && lp.back().logprob <= 0.f);
+  EXPECT_EQ(lp.back().token, got.first.at(3).back());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/row_ops.h"
+#include "kernels/cuda/token_pick.h"
 #include "kernels/ops.h"
 #include "model/decoder_constants.h"
 
@@ -125,8 +126,10 @@ struct CudaModel::Impl {
   std::vector<int32_t> h_route_expert, h_ex_rows;
   std::vector<float> h_route_weight, h_ex_weight;
   DeviceBuffer<float> logits;  // grown to the most logit rows a pass has asked for
-  DeviceBuffer<int32_t> greedy;  // each logit row's argmax
-  std::vector<int32_t> h_greedy;
+  DeviceBuffer<int32_t> picked;  // each logit row's token
+  std::vector<int32_t> h_picked;
+  DeviceBuffer<TokenPick> picks;  // how each row's token is picked
+  std::vector<TokenPick> h_picks;
   std::vector<char> row_to_host;  // per logit row: whether its item wants the row itself
   DeviceBuffer<int32_t> meta;
   std::vector<int32_t> h_meta;
@@ -409,7 +412,7 @@ std::string CudaModel::device() const { return impl_->device_name; }
 DType CudaModel::default_kv_dtype() const { return impl_->kv_default; }
 uint64_t CudaModel::kv_memory_budget() const { return std::max<uint64_t>(impl_->kv_budget, 1); }
 uint64_t CudaModel::weight_bytes() const { return impl_->weight_bytes; }
-const int32_t* CudaModel::greedy_tokens() const { return impl_->h_greedy.data(); }
+const int32_t* CudaModel::picked_tokens() const { return impl_->h_picked.data(); }
 uint64_t CudaModel::decode_bytes_per_token() const {
   const DeviceMatrix& t = impl_->ple_embed;
   return impl_->weight_bytes - (t.empty() ? 0 : uint64_t(t.rows * t.cols) * DTypeSize(t.dtype));
@@ -463,6 +466,8 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
   short_max_positions[0] = short_max_positions[1] = 0;
   int64_t t = 0, r = 0;
   row_to_host.assign(size_t(R), 1);
+  h_picks.resize(size_t(R));
+  bool all_greedy = true;
   for (const PagedBatchItem& it : items) {
     const int64_t n = int64_t(it.tokens.size()), first = it.seq->num_tokens;
     if (n == 0) continue;
@@ -481,7 +486,9 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
       off[0][t] = base[0];
       off[1][t] = base[1];
       if (it.logits == LogitsMode::kAll || (it.logits == LogitsMode::kLast && i == n - 1)) {
-        row_to_host[size_t(r)] = !it.greedy_only;
+        row_to_host[size_t(r)] = !it.token_only;
+        h_picks[size_t(r)] = it.pick;
+        all_greedy = all_greedy && it.pick.temperature <= 0.f;
         rows[r++] = int32_t(t);
       }
       if (!long_run) {
@@ -527,17 +534,24 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
       auto grown = DeviceBuffer<float>::Allocate(size_t(R * V));
       if (!grown.ok()) return grown.status().Wrap(StrCat("logits of ", R, " rows on ", device_name));
       logits = std::move(*grown);
-      GK_ASSIGN_OR_RETURN(greedy, DeviceBuffer<int32_t>::Allocate(size_t(R)));
+      GK_ASSIGN_OR_RETURN(picked, DeviceBuffer<int32_t>::Allocate(size_t(R)));
+      GK_ASSIGN_OR_RETURN(picks, DeviceBuffer<TokenPick>::Allocate(size_t(R)));
     }
     GK_RETURN_IF_ERROR(cuda::GatherRows(x.data(), D, d_rows, R, xn.data(), stream));
     GK_RETURN_IF_ERROR(cuda::RmsNormRows(xn.data(), final_norm, R, D, c.rms_norm_eps, xn.data(), stream));
     GK_RETURN_IF_ERROR(gemm->Run(embed, xn.data(), R, logits.data()));
     if (c.final_logit_softcap > 0.f) GK_RETURN_IF_ERROR(cuda::Softcap(logits.data(), R * V, c.final_logit_softcap, stream));
-    GK_RETURN_IF_ERROR(cuda::ArgMaxRows(logits.data(), R, V, greedy.data(), stream));
-    h_greedy.resize(size_t(R));
-    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(h_greedy.data(), greedy.data(), size_t(R) * sizeof(int32_t),
-                                             cudaMemcpyDeviceToHost, stream), "copying the argmaxes from the GPU"));
-    // The rows wanted on the host, in runs of consecutive rows (greedy-only rows stay behind).
+    if (all_greedy) {  // one pass over each row
+      GK_RETURN_IF_ERROR(cuda::ArgMaxRows(logits.data(), R, V, picked.data(), stream));
+    } else {
+      GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(picks.data(), h_picks.data(), size_t(R) * sizeof(TokenPick),
+                                               cudaMemcpyHostToDevice, stream), "copying the token picks to the GPU"));
+      GK_RETURN_IF_ERROR(cuda::PickTokens(logits.data(), R, V, picks.data(), picked.data(), stream));
+    }
+    h_picked.resize(size_t(R));
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(h_picked.data(), picked.data(), size_t(R) * sizeof(int32_t),
+                                             cudaMemcpyDeviceToHost, stream), "copying the picked tokens from the GPU"));
+    // The rows wanted on the host, in runs of consecutive rows (token-only rows stay behind).
     for (int64_t a = 0; a < R;) {
       if (!row_to_host[size_t(a)]) {
         ++a;

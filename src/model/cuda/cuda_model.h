@@ -1,8 +1,9 @@
 // The Gemma 4 / Gemma 3 decoder on one CUDA device: the GPU's ModelRunner (model/model_runner.h),
 // computing what GemmaModel computes on the CPU (the same config, weights and paged-pool layout;
 // tests compare the two). Weights and the KV pool live in device memory; the engine's block
-// tables are copied to the device once per pass; logits come back as host f32 rows, beside each
-// row's argmax (greedy-only rows stay on the device).
+// tables are copied to the device once per pass; each row's token is picked on the device
+// (kernels/cuda/token_pick.h) and the rows come back as host f32 rows unless only their token
+// is wanted.
 //
 // Runs: the Gemma 4 family (31B's K=V global layers, head dims up to 512 and proportional RoPE,
 // E2B/E4B's per-layer embeddings and KV sharing, 26B-A4B's mixture of experts) and Gemma 3,
@@ -50,7 +51,8 @@ class CudaModel final : public ModelRunner {
   uint64_t kv_memory_budget() const override;
   Result<std::unique_ptr<PagedKvPool>> NewPagedKvPool(const PagedKvOptions& o) override;
   Status ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits) override;
-  const int32_t* greedy_tokens() const override;
+  bool picks_tokens() const override { return true; }
+  const int32_t* picked_tokens() const override;
 
   // Device bytes the weights take, and those a decode step reads (all but the PLE table, a lookup).
   uint64_t weight_bytes() const;

@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/token_pick.h"
 #include "model/gemma_model.h"
 #include "model/load_runner.h"
 #include "model/toy_models_test_util.h"
@@ -130,7 +131,7 @@ TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
     for (int s = 0; s < 3; ++s) ASSERT_EQ(next_gpu[s], next_cpu[s]) << "decode step " << i << ", sequence " << s;
     step({{0, {next_cpu[0]}}, {1, {next_cpu[1]}}, {2, {next_cpu[2]}}}, {LogitsMode::kLast, LogitsMode::kLast, LogitsMode::kLast},
          cl, gl);
-    const int32_t* greedy = (*gpu)->greedy_tokens();  // every row's argmax, computed on the GPU
+    const int32_t* greedy = (*gpu)->picked_tokens();  // every row's argmax, computed on the GPU
     ASSERT_NE(greedy, nullptr);
     for (int s = 0; s < 3; ++s) {
       next_cpu[s] = Greedy(cl.data() + s * V, V);
@@ -138,16 +139,21 @@ TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
       EXPECT_EQ(greedy[s], next_gpu[s]) << "decode step " << i << ", sequence " << s;
     }
   }
-  // Greedy-only rows stay on the GPU: their argmax comes back, their logits do not.
-  std::vector<PagedBatchItem> gi;
-  const int32_t tok = next_gpu[1];
-  gi.push_back({{&tok, 1}, &gpu_b.seqs[1], LogitsMode::kLast, nullptr, /*greedy_only=*/true});
-  std::vector<PagedBatchItem> ci = {{{&tok, 1}, &cpu_b.seqs[1], LogitsMode::kLast, nullptr}};
-  std::vector<float> one_cpu(static_cast<size_t>(V)), one_gpu = cuda::Poison(static_cast<size_t>(V));
-  ASSERT_TRUE((*cpu)->ForwardPaged(ci, **cpu_pool, one_cpu.data()).ok());
-  ASSERT_TRUE((*gpu)->ForwardPaged(gi, **gpu_pool, one_gpu.data()).ok());
-  EXPECT_TRUE(std::isnan(one_gpu[0]) && std::isnan(one_gpu[size_t(V) - 1])) << "a greedy-only row was copied";
-  EXPECT_EQ((*gpu)->greedy_tokens()[0], Greedy(one_cpu.data(), V));
+  // Token-only rows stay on the GPU: their token comes back, their logits do not. A sampled
+  // row's token is the CPU reference's race over the very logits the GPU returned.
+  const int32_t tok[2] = {next_gpu[1], next_gpu[2]};
+  const TokenPick sampled{0.9f, 40, 0.95f, 0x5eed};
+  std::vector<PagedBatchItem> gi = {{{&tok[0], 1}, &gpu_b.seqs[1], LogitsMode::kLast, nullptr, /*token_only=*/true},
+                                    {{&tok[1], 1}, &gpu_b.seqs[2], LogitsMode::kLast, nullptr, false, sampled}};
+  std::vector<PagedBatchItem> ci = {{{&tok[0], 1}, &cpu_b.seqs[1], LogitsMode::kLast, nullptr},
+                                    {{&tok[1], 1}, &cpu_b.seqs[2], LogitsMode::kLast, nullptr}};
+  std::vector<float> two_cpu(static_cast<size_t>(2 * V)), two_gpu = cuda::Poison(static_cast<size_t>(2 * V));
+  ASSERT_TRUE((*cpu)->ForwardPaged(ci, **cpu_pool, two_cpu.data()).ok());
+  ASSERT_TRUE((*gpu)->ForwardPaged(gi, **gpu_pool, two_gpu.data()).ok());
+  EXPECT_TRUE(std::isnan(two_gpu[0]) && std::isnan(two_gpu[size_t(V) - 1])) << "a token-only row was copied";
+  EXPECT_LT(RelErr(two_gpu.data() + V, two_cpu.data() + V, size_t(V)), k.tolerance);
+  EXPECT_EQ((*gpu)->picked_tokens()[0], Greedy(two_cpu.data(), V));
+  EXPECT_EQ((*gpu)->picked_tokens()[1], PickTokenReference(two_gpu.data() + V, V, sampled));
   std::filesystem::remove_all(dir);
 }
 

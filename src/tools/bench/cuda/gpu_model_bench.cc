@@ -60,16 +60,16 @@ Result<std::pair<double, double>> RunBatch(ModelRunner& m, int B, int prompt, in
   }
   const double t1 = NowSeconds();
   for (int b = 0; b < B; ++b) next[size_t(b)] = int32_t(ArgMax(logits.data() + size_t(b) * size_t(V), V));
-  // Greedy decoding as the serving engine runs it: the runner's argmaxes, no logits to the host.
+  // Greedy decoding as the serving engine runs it: the runner's picks, no logits to the host.
   std::vector<PagedBatchItem> items(static_cast<size_t>(B));
   for (int step = 0; step < gen; ++step) {
     for (int b = 0; b < B; ++b) {
-      items[size_t(b)] = {{&next[size_t(b)], 1}, &seqs[size_t(b)], LogitsMode::kLast, nullptr, /*greedy_only=*/true};
+      items[size_t(b)] = {{&next[size_t(b)], 1}, &seqs[size_t(b)], LogitsMode::kLast, nullptr, /*token_only=*/true};
     }
     GK_RETURN_IF_ERROR(m.ForwardPaged(items, *pool, logits.data()));
-    const int32_t* greedy = m.greedy_tokens();
+    const int32_t* picked = m.picked_tokens();
     for (int b = 0; b < B; ++b) {
-      next[size_t(b)] = greedy ? greedy[b] : int32_t(ArgMax(logits.data() + size_t(b) * size_t(V), V));
+      next[size_t(b)] = picked ? picked[b] : int32_t(ArgMax(logits.data() + size_t(b) * size_t(V), V));
       ++seqs[size_t(b)].num_tokens;
     }
   }
