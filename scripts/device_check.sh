@@ -110,13 +110,15 @@ run)
     step bench_31b_40layers "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2
   fi
   step bench_e4b "$gk" bench model --device cuda --preset e4b --repeats 2
+  # What the decode graphs save where launches outnumber the bytes (E4B's small layers).
+  step bench_e4b_eager "$gk" bench model --device cuda --preset e4b --repeats 2 --batch 0 --enforce-eager
   step serve_burst_31b serve_burst 31b "${layers[@]}"
   step serve_e2e_cuda env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_SERVE_EXTRA_ARGS="--device cuda" \
     python3 tests/serve/serve_e2e_test.py --gemmakit "$gk"
   cp "$logs/summary.txt" "$out/"
   tar -C "$dir" -czf "$out/results.tar.gz" results
   cat "$logs/summary.txt"
-  grep -h -E '^(model|device|prefill|decode|batched|burst) ' "$logs"/bench_*.log
+  grep -H -E '^(model|device|prefill|decode|batched|burst|graphs) ' "$logs"/bench_*.log
   grep -H -E '^(Output token throughput|Successful requests|Benchmark duration)' "$logs"/serve_burst_*31b.log
   grep -h -E '^\[  (FAILED|SKIPPED) ' "$logs/cuda_tests.log" | head -20
   exit $failed

@@ -154,6 +154,7 @@ int RunBench(int argc, char** argv) {
     g.batch_prompt = batch_prompt;
     g.repeats = o.repeats;
     g.gpu_memory_utilization = engine.gpu_memory_utilization;
+    g.cuda_graphs = !engine.enforce_eager;
     auto r = RunGpuModelBench(g);
     if (!r.ok()) return Fail(r.status());
     std::printf("%s", json ? (r->dump() + "\n").c_str() : FormatGpuModelBench(*r).c_str());

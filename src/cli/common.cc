@@ -53,6 +53,9 @@ Result<Tokenizer> LoadModelTokenizer(const std::string& model_dir) {
 
 void EngineFlags::AddTo(CLI::App& app, bool tensor_parallel) {
   app.add_option("--device", device, "where the model runs: cpu (default), cuda or cuda:N (`gemmakit devices` lists them)");
+  app.add_flag("--enforce-eager", enforce_eager,
+               "--device cuda: launch every step's kernels one by one, without replaying decode steps as CUDA graphs "
+               "(vLLM's flag)");
   app.add_option("--threads", threads, "worker threads (0 = all cores)");
   app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
       ->check(CLI::IsMember({"none", "q8_0"}));
@@ -94,6 +97,7 @@ Result<RunnerOptions> EngineFlags::Runner(const ModelLoadOptions& lo) const {
   GK_ASSIGN_OR_RETURN(o.device, ParseDeviceSpec(device));
   o.cpu = lo;
   o.gpu_memory_utilization = gpu_memory_utilization;
+  o.cuda_graphs = !enforce_eager;
   return o;
 }
 

@@ -38,6 +38,7 @@ struct EngineFlags {
   std::string activations;
   int tp = 1;
   double gpu_memory_utilization = 0.9;  // --device cuda: share of the GPU's memory (serve and bench model set it)
+  bool enforce_eager = false;           // --device cuda: no CUDA graphs
   void AddTo(CLI::App& app, bool tensor_parallel = true);
   void Apply() const;
   QuantType Quantize() const;

@@ -14,6 +14,7 @@ CudaModelOptions CudaOptions(const RunnerOptions& o) {
   co.device = o.device.index;
   co.max_chunk = o.cpu.max_chunk;
   co.gpu_memory_utilization = o.gpu_memory_utilization;
+  co.cuda_graphs = o.cuda_graphs;
   return co;
 }
 

@@ -16,6 +16,7 @@ struct RunnerOptions {
   DeviceSpec device;
   ModelLoadOptions cpu;                 // max_chunk applies to every device; the rest to the CPU
   double gpu_memory_utilization = 0.9;  // cuda: the share of the device's memory weights + KV may take
+  bool cuda_graphs = true;              // cuda: decode steps replayed as CUDA graphs (false: --enforce-eager)
 };
 
 // Errors: the checkpoint's (as GemmaModel::Load), CPU-only options on a GPU (--quantize, --tp),

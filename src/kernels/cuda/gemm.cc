@@ -111,6 +111,7 @@ Status GemmRunner::Ensure(size_t elements) {
   if (hi_.size() >= elements) return Status::Ok();
   GK_ASSIGN_OR_RETURN(hi_, DeviceBuffer<uint16_t>::Allocate(elements));
   GK_ASSIGN_OR_RETURN(lo_, DeviceBuffer<uint16_t>::Allocate(elements));
+  ++staging_moves_;
   return Status::Ok();
 }
 

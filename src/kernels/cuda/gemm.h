@@ -61,6 +61,9 @@ class GemmRunner {
   Status RunPrepared(const DeviceMatrix& w, const void* x, int64_t T, float* y, float beta);
   // A strided batch of products (BatchedProduct), y overwritten. Queued on the stream.
   Status RunBatched(const BatchedProduct& p);
+  // Counts the times the bf16 staging buffers moved (grew): a CUDA graph that captured products
+  // of bf16 weights reads them, and is stale once this changes.
+  uint64_t staging_moves() const { return staging_moves_; }
 
  private:
   GemmRunner() = default;
@@ -75,6 +78,7 @@ class GemmRunner {
   void* handle_ = nullptr;  // cublasLtHandle_t
   DeviceBuffer<std::byte> workspace_;
   DeviceBuffer<uint16_t> hi_, lo_;  // x as bf16 (and its remainder, split mode)
+  uint64_t staging_moves_ = 0;
   // Keyed by (dtype, M, N, K, ldx, ldw, ldy, stride_x, stride_w, stride_y, batch).
   std::map<std::array<int64_t, 11>, std::unique_ptr<Algo>> algos_;
 };

@@ -7,6 +7,7 @@
 // histogram (64 KiB of shared memory in all), which keeps atomics to one warp's lanes.
 #include "kernels/cuda/token_pick.h"
 
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_memory.h"
@@ -248,8 +249,17 @@ __global__ void __launch_bounds__(kThreads) PickTokensKernel(const float* logits
 Status PickTokens(const float* logits, int64_t rows, int64_t n, const TokenPick* picks, int32_t* tokens,
                   cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
-  GK_RETURN_IF_ERROR(Check(cudaFuncSetAttribute(PickTokensKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                int(kHistogramBytes)), "PickTokensKernel's shared memory"));
+  // The opt-in to 64 KiB of shared memory, once per device (not while a graph is captured,
+  // which replays only launches: CudaModel runs a step eagerly before capturing it).
+  static std::atomic<uint64_t> opted_in{0};
+  int device = 0;
+  GK_RETURN_IF_ERROR(Check(cudaGetDevice(&device), "cudaGetDevice"));
+  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
+  if (bit == 0 || !(opted_in.load() & bit)) {
+    GK_RETURN_IF_ERROR(Check(cudaFuncSetAttribute(PickTokensKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  int(kHistogramBytes)), "PickTokensKernel's shared memory"));
+    opted_in.fetch_or(bit);
+  }
   PickTokensKernel<<<unsigned(rows), kThreads, kHistogramBytes, stream>>>(logits, n, picks, tokens);
   return CheckLaunch("PickTokensKernel");
 }

@@ -4,6 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/attention_prefill.h"
@@ -144,13 +149,35 @@ struct CudaModel::Impl {
   std::vector<LongRun> long_runs;
   int64_t short_rows = 0;
   int64_t short_max_positions[2] = {0, 0};  // the short rows' longest visible range: full, sliding layers
-  const int32_t* d_short_rows = nullptr;
+  const int32_t* d_rows = nullptr;        // in meta: the logit rows' tokens
+  const int32_t* d_short_rows = nullptr;  // the short rows' tokens
+  const int32_t* d_tables = nullptr;      // both groups' block tables
   DeviceBuffer<float> attention_splits;  // partial states of split decode attention
   int multiprocessors = 1;
-  const int32_t* d_tables[2] = {nullptr, nullptr};
   cuda::PrefillAttention prefill_attention;
+  bool pick_tokens = false;  // this pass picks with PickTokens (else ArgMaxRows)
+
+  // Decode steps as CUDA graphs, one per batch size (RunDecodeGraph).
+  struct DecodeGraph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t generation = 0;             // of the buffers it reads, when captured
+    std::vector<const std::byte*> pool;  // the pool's layout and regions it was captured on
+    DecodeGraph() = default;
+    DecodeGraph(DecodeGraph&& o) noexcept
+        : exec(std::exchange(o.exec, nullptr)), generation(o.generation), pool(std::move(o.pool)) {}
+    DecodeGraph& operator=(DecodeGraph&&) = delete;
+    ~DecodeGraph() {
+      if (exec) cudaGraphExecDestroy(exec);
+    }
+  };
+  bool decode_shape = false;  // this pass is a decode step a graph can replay
+  uint64_t generation = 0;    // bumped whenever a buffer the graphs read moves
+  std::map<int64_t, DecodeGraph> graphs;
+  std::set<int64_t> warmed_batches;  // decode batch sizes run once eagerly
+  CudaGraphStats graph_stats;
 
   ~Impl() {
+    graphs.clear();
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -158,6 +185,10 @@ struct CudaModel::Impl {
   Status Upload(const ModelWeights& w, uint64_t random_seed = 0);
   Status AllocateActivations();
   Status Run(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits);
+  Status Reserve(int64_t R);
+  std::pair<int, int64_t> DecodeAttention(int l) const;
+  Status Forward(int64_t T, int64_t R, PagedKvPool& pool, const cuda::PagedTokens tokens[2]);
+  Status RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, const cuda::PagedTokens tokens[2]);
   Status Layer(int l, int64_t T, PagedKvPool& pool, const cuda::PagedTokens tokens[2]);
   Status PerLayerInputs(const int32_t* tokens, int64_t T);
   Status MoeBlock(int l, int64_t T);
@@ -413,6 +444,7 @@ DType CudaModel::default_kv_dtype() const { return impl_->kv_default; }
 uint64_t CudaModel::kv_memory_budget() const { return std::max<uint64_t>(impl_->kv_budget, 1); }
 uint64_t CudaModel::weight_bytes() const { return impl_->weight_bytes; }
 const int32_t* CudaModel::picked_tokens() const { return impl_->h_picked.data(); }
+CudaGraphStats CudaModel::graph_stats() const { return impl_->graph_stats; }
 uint64_t CudaModel::decode_bytes_per_token() const {
   const DeviceMatrix& t = impl_->ple_embed;
   return impl_->weight_bytes - (t.empty() ? 0 : uint64_t(t.rows * t.cols) * DTypeSize(t.dtype));
@@ -499,6 +531,20 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
     }
   }
   h.resize(size_t(4 * T + R + short_rows));
+  // One table array for both groups: the sliding group's offsets count from its start too, so
+  // that no kernel argument depends on how many blocks the full group's tables took.
+  const int32_t full_tables = int32_t(tables[0].size());
+  for (int64_t i = 0; i < T; ++i) off[1][i] += full_tables;
+  for (LongRun& run : long_runs) run.table_base[1] += full_tables;
+  // A decode step (one token per item, each wanting its logits; no expert routing, which reads
+  // back to the host): its kernels take nothing but T, so a CUDA graph of it replays.
+  decode_shape = o.cuda_graphs && !c.enable_moe_block && R == T && int64_t(items.size()) == T && long_runs.empty();
+  if (decode_shape) {  // decode attention's splits from the pool's capacity, not this step's contexts
+    const int64_t cap = pool.HasGroup(KvGroup::kFull) ? pool.num_blocks(KvGroup::kFull) * bs : 0;
+    short_max_positions[0] = c.max_position_embeddings > 0 ? std::min<int64_t>(cap, c.max_position_embeddings) : cap;
+    short_max_positions[1] = std::min<int64_t>(c.sliding_window,
+                                               pool.HasGroup(KvGroup::kSliding) ? pool.num_blocks(KvGroup::kSliding) * bs : 0);
+  }
   // RoPE cos/sin per slot and token, in double as the CPU (kernels/ops.h); only the T rows
   // of each slot's table go over.
   for (size_t s = 0; s < rope.head_dim.size(); ++s) {
@@ -512,42 +558,27 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
   h.insert(h.end(), tables[1].begin(), tables[1].end());
   if (meta.size() < h.size()) {
     GK_ASSIGN_OR_RETURN(meta, DeviceBuffer<int32_t>::Allocate(h.size() * 2));
+    ++generation;
   }
   GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(meta.data(), h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
                                            stream), "copying the batch to the GPU"));
   const int32_t* d_ids = meta.data();
   const int32_t* d_pos = d_ids + T;
-  const int32_t* d_rows = d_ids + 4 * T;
+  d_rows = d_ids + 4 * T;
   d_short_rows = d_rows + R;
-  d_tables[0] = d_short_rows + short_rows;
-  d_tables[1] = d_tables[0] + tables[0].size();
-  const cuda::PagedTokens tokens[2] = {{d_pos, d_ids + 2 * T, d_tables[0]}, {d_pos, d_ids + 3 * T, d_tables[1]}};
-
-  const int64_t D = c.hidden_size, V = c.vocab_size;
-  GK_RETURN_IF_ERROR(cuda::EmbedRows(embed.data, embed.dtype, embed.rows, D, d_ids, T, embed_scale, -1, x.data(), stream));
-  if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PerLayerInputs(d_ids, T));
-  for (int l = 0; l < c.num_layers; ++l) GK_RETURN_IF_ERROR(Layer(l, T, pool, tokens));
+  d_tables = d_short_rows + short_rows;
+  const cuda::PagedTokens tokens[2] = {{d_pos, d_ids + 2 * T, d_tables}, {d_pos, d_ids + 3 * T, d_tables}};
+  GK_RETURN_IF_ERROR(Reserve(R));
+  // Greedy batches take the argmax kernel; the rest, and every decode step (one graph whatever
+  // the step's sampling), the token-pick kernel.
+  pick_tokens = R > 0 && (decode_shape || !all_greedy);
+  if (pick_tokens) {
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(picks.data(), h_picks.data(), size_t(R) * sizeof(TokenPick),
+                                             cudaMemcpyHostToDevice, stream), "copying the token picks to the GPU"));
+  }
+  GK_RETURN_IF_ERROR(decode_shape ? RunDecodeGraph(T, R, pool, tokens) : Forward(T, R, pool, tokens));
   if (R > 0) {
-    if (logits.size() < size_t(R * V)) {
-      GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the forward pass on the GPU"));
-      logits = DeviceBuffer<float>();
-      auto grown = DeviceBuffer<float>::Allocate(size_t(R * V));
-      if (!grown.ok()) return grown.status().Wrap(StrCat("logits of ", R, " rows on ", device_name));
-      logits = std::move(*grown);
-      GK_ASSIGN_OR_RETURN(picked, DeviceBuffer<int32_t>::Allocate(size_t(R)));
-      GK_ASSIGN_OR_RETURN(picks, DeviceBuffer<TokenPick>::Allocate(size_t(R)));
-    }
-    GK_RETURN_IF_ERROR(cuda::GatherRows(x.data(), D, d_rows, R, xn.data(), stream));
-    GK_RETURN_IF_ERROR(cuda::RmsNormRows(xn.data(), final_norm, R, D, c.rms_norm_eps, xn.data(), stream));
-    GK_RETURN_IF_ERROR(gemm->Run(embed, xn.data(), R, logits.data()));
-    if (c.final_logit_softcap > 0.f) GK_RETURN_IF_ERROR(cuda::Softcap(logits.data(), R * V, c.final_logit_softcap, stream));
-    if (all_greedy) {  // one pass over each row
-      GK_RETURN_IF_ERROR(cuda::ArgMaxRows(logits.data(), R, V, picked.data(), stream));
-    } else {
-      GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(picks.data(), h_picks.data(), size_t(R) * sizeof(TokenPick),
-                                               cudaMemcpyHostToDevice, stream), "copying the token picks to the GPU"));
-      GK_RETURN_IF_ERROR(cuda::PickTokens(logits.data(), R, V, picks.data(), picked.data(), stream));
-    }
+    const int64_t V = c.vocab_size;
     h_picked.resize(size_t(R));
     GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(h_picked.data(), picked.data(), size_t(R) * sizeof(int32_t),
                                              cudaMemcpyDeviceToHost, stream), "copying the picked tokens from the GPU"));
@@ -565,6 +596,104 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
     }
   }
   return Check(cudaStreamSynchronize(stream), "the forward pass on the GPU");
+}
+
+// Grows what a pass writes before any of its kernels is queued: a graph being captured must not
+// allocate, and a buffer that moves makes the captured graphs stale (generation).
+Status CudaModel::Impl::Reserve(int64_t R) {
+  const int64_t V = c.vocab_size;
+  if (R > 0 && logits.size() < size_t(R * V)) {
+    GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the forward pass on the GPU"));
+    logits = DeviceBuffer<float>();
+    auto grown = DeviceBuffer<float>::Allocate(size_t(R * V));
+    if (!grown.ok()) return grown.status().Wrap(StrCat("logits of ", R, " rows on ", device_name));
+    logits = std::move(*grown);
+    GK_ASSIGN_OR_RETURN(picked, DeviceBuffer<int32_t>::Allocate(size_t(R)));
+    GK_ASSIGN_OR_RETURN(picks, DeviceBuffer<TokenPick>::Allocate(size_t(R)));
+    ++generation;
+  }
+  size_t need = 0;
+  for (int l = 0; l < c.num_layers && short_rows > 0; ++l) need = std::max(need, size_t(DecodeAttention(l).second));
+  if (attention_splits.size() < need) {
+    GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the forward pass on the GPU"));
+    attention_splits = DeviceBuffer<float>();
+    GK_ASSIGN_OR_RETURN(attention_splits, DeviceBuffer<float>::Allocate(need));
+    ++generation;
+  }
+  return Status::Ok();
+}
+
+// Layer l's decode attention splits for this pass's short rows, and the floats they need.
+std::pair<int, int64_t> CudaModel::Impl::DecodeAttention(int l) const {
+  const int source = c.KvSourceLayer(l);
+  const bool sliding = !c.IsFull(source);
+  cuda::PagedAttentionArgs a;
+  a.T = short_rows;
+  a.num_heads = int(c.num_heads);
+  a.head_dim = int(c.HeadDim(l));
+  // Few rows over long contexts (a decode step at small batch): split each row's positions so
+  // that every multiprocessor has work, and merge after.
+  a.splits = cuda::PagedAttentionSplits(short_rows, int(c.KvHeads(l)), short_max_positions[sliding ? 1 : 0], multiprocessors);
+  return {a.splits, cuda::PagedAttentionWorkspaceFloats(a)};
+}
+
+// The pass's kernels, from the embedding to the picked tokens, queued on the stream (what a
+// decode step's graph captures): they read the batch from `meta` and allocate nothing.
+Status CudaModel::Impl::Forward(int64_t T, int64_t R, PagedKvPool& pool, const cuda::PagedTokens tokens[2]) {
+  const int64_t D = c.hidden_size, V = c.vocab_size;
+  const int32_t* d_ids = meta.data();
+  GK_RETURN_IF_ERROR(cuda::EmbedRows(embed.data, embed.dtype, embed.rows, D, d_ids, T, embed_scale, -1, x.data(), stream));
+  if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PerLayerInputs(d_ids, T));
+  for (int l = 0; l < c.num_layers; ++l) GK_RETURN_IF_ERROR(Layer(l, T, pool, tokens));
+  if (R == 0) return Status::Ok();
+  GK_RETURN_IF_ERROR(cuda::GatherRows(x.data(), D, d_rows, R, xn.data(), stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(xn.data(), final_norm, R, D, c.rms_norm_eps, xn.data(), stream));
+  GK_RETURN_IF_ERROR(gemm->Run(embed, xn.data(), R, logits.data()));
+  if (c.final_logit_softcap > 0.f) GK_RETURN_IF_ERROR(cuda::Softcap(logits.data(), R * V, c.final_logit_softcap, stream));
+  if (pick_tokens) return cuda::PickTokens(logits.data(), R, V, picks.data(), picked.data(), stream);
+  return cuda::ArgMaxRows(logits.data(), R, V, picked.data(), stream);  // one pass over each row
+}
+
+// A decode step of T tokens: the first of its size runs eagerly (cuBLASLt chooses its
+// algorithms, staging buffers grow), the next is captured as a CUDA graph, and from then on the
+// graph replays, one launch instead of some twenty per layer. A graph is captured again when a
+// buffer it reads has moved or the step runs on another pool.
+Status CudaModel::Impl::RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, const cuda::PagedTokens tokens[2]) {
+  std::vector<const std::byte*> regions = {reinterpret_cast<const std::byte*>(intptr_t(pool.block_size())),
+                                           reinterpret_cast<const std::byte*>(intptr_t(pool.dtype()))};
+  for (int l = 0; l < pool.num_layers(); ++l) {
+    if (pool.OwnsKv(l)) regions.insert(regions.end(), {pool.KData(l), pool.VData(l)});
+  }
+  const uint64_t gen = generation + gemm->staging_moves();
+  auto it = graphs.find(T);
+  if (it != graphs.end() && (it->second.generation != gen || it->second.pool != regions)) {
+    graphs.erase(it);
+    it = graphs.end();
+  }
+  if (it == graphs.end()) {
+    if (warmed_batches.insert(T).second) return Forward(T, R, pool, tokens);
+    GK_RETURN_IF_ERROR(Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing a decode step"));
+    const Status queued = Forward(T, R, pool, tokens);
+    cudaGraph_t graph = nullptr;
+    const Status captured = Check(cudaStreamEndCapture(stream, &graph), "capturing a decode step");
+    DecodeGraph g;
+    g.generation = gen;
+    g.pool = std::move(regions);
+    Status made = queued.ok() ? captured : queued;
+    if (made.ok()) made = Check(cudaGraphInstantiate(&g.exec, graph, 0), "instantiating a decode step's graph");
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (!made.ok()) {  // nothing ran while capturing: the step runs eagerly, and so do the next
+      std::fprintf(stderr, "warning: %s; decode steps on %s run without CUDA graphs from now on\n",
+                   made.message().c_str(), device_name.c_str());
+      o.cuda_graphs = false;
+      graphs.clear();
+      return Forward(T, R, pool, tokens);
+    }
+    it = graphs.emplace(T, std::move(g)).first;
+    ++graph_stats.captured;
+  }
+  ++graph_stats.replayed;
+  return Check(cudaGraphLaunch(it->second.exec, stream), "replaying a decode step's graph");
 }
 
 Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::PagedTokens tokens[2]) {
@@ -602,7 +731,7 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     p.t0 = run.t0;
     p.T = run.n;
     p.first = run.first;
-    p.table = d_tables[g] + run.table_base[g];
+    p.table = d_tables + run.table_base[g];
     p.num_heads = int(N);
     p.kv_heads = int(K);
     p.head_dim = int(H);
@@ -630,15 +759,9 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     a.k_pool = pool.KData(source);
     a.v_pool = pool.VData(source);
     a.dtype = pool.dtype();
-    // Few rows over long contexts (a decode step at small batch): split each row's positions so
-    // that every multiprocessor has work, and merge after.
-    a.splits = cuda::PagedAttentionSplits(short_rows, int(K), short_max_positions[window > 0 ? 1 : 0], multiprocessors);
-    const size_t need = size_t(cuda::PagedAttentionWorkspaceFloats(a));
-    if (attention_splits.size() < need) {
-      GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the forward pass on the GPU"));
-      attention_splits = DeviceBuffer<float>();
-      GK_ASSIGN_OR_RETURN(attention_splits, DeviceBuffer<float>::Allocate(need));
-    }
+    int64_t need = 0;
+    std::tie(a.splits, need) = DecodeAttention(l);
+    if (attention_splits.size() < size_t(need)) return Status::Error("decode attention's workspace was not reserved");
     a.workspace = attention_splits.data();
     GK_RETURN_IF_ERROR(cuda::PagedAttention(a, stream));
   }

@@ -27,6 +27,14 @@ struct CudaModelOptions {
   // A sequence's run of at least this many new tokens attends through tensor-core products
   // (kernels/cuda/attention_prefill.h); shorter runs and decode steps through paged_attention.h.
   int prefill_gemm_min_tokens = 64;
+  // Decode steps (one token per sequence) captured once per batch size as CUDA graphs and
+  // replayed (vLLM's CUDA graphs; false: --enforce-eager).
+  bool cuda_graphs = true;
+};
+
+struct CudaGraphStats {
+  int64_t captured = 0;  // graphs captured (again, after a buffer moved or another pool)
+  int64_t replayed = 0;  // decode steps run by replaying one
 };
 
 class CudaModel final : public ModelRunner {
@@ -54,6 +62,7 @@ class CudaModel final : public ModelRunner {
   bool picks_tokens() const override { return true; }
   const int32_t* picked_tokens() const override;
 
+  CudaGraphStats graph_stats() const;
   // Device bytes the weights take, and those a decode step reads (all but the PLE table, a lookup).
   uint64_t weight_bytes() const;
   uint64_t decode_bytes_per_token() const;

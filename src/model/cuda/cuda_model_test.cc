@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 
+#include "engines/generate/generator.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -154,6 +155,15 @@ TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
   EXPECT_LT(RelErr(two_gpu.data() + V, two_cpu.data() + V, size_t(V)), k.tolerance);
   EXPECT_EQ((*gpu)->picked_tokens()[0], Greedy(two_cpu.data(), V));
   EXPECT_EQ((*gpu)->picked_tokens()[1], PickTokenReference(two_gpu.data() + V, V, sampled));
+  // The 40 decode steps of three sequences replayed one CUDA graph after a warm-up step and
+  // its capture (the mixture of experts reads its routing back to the host: always eager).
+  const CudaGraphStats graphs = (*gpu)->graph_stats();
+  if (config.enable_moe_block) {
+    EXPECT_EQ(graphs.captured, 0);
+  } else {
+    EXPECT_EQ(graphs.captured, 1);
+    EXPECT_EQ(graphs.replayed, 39);
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -169,6 +179,39 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-moe", DType::kF32, DType::kF32, 1e-4}, Case{"tiny-moe", DType::kBF16, DType::kF16, 2e-3},
                       Case{"tiny-moe", DType::kF32, DType::kF32, 1e-4, 8}),
     [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
+
+// Decode steps replayed as CUDA graphs give the tokens that eager launches give, greedy and
+// sampled, over fresh pools (a new pool's regions: captured again where they moved).
+TEST(CudaModel, DecodeGraphsGiveTheEagerTokens) {
+  SKIP_WITHOUT_GPU();
+  SetBf16Activations(Bf16Activations::kSplit);
+  const ModelConfig config = ToyConfig("tiny-e2b", 6);
+  const std::string dir = WriteToyModel(config, "gk_cuda_graphs", DType::kF32, 5);
+  CudaModelOptions eager_o, graph_o;
+  eager_o.cuda_graphs = false;
+  auto eager = CudaModel::Load(dir, eager_o);
+  auto graphed = CudaModel::Load(dir, graph_o);
+  ASSERT_TRUE(eager.ok() && graphed.ok()) << eager.message() << graphed.message();
+  const std::vector<int32_t> prompt = {5, 17, 3, 99, 42, 7, 8};
+  auto run = [&](ModelRunner& m, const SamplingParams& sp) {
+    GenerateOptions g;
+    g.max_tokens = 30;
+    g.sampling = sp;
+    std::vector<int32_t> out;
+    const auto st = Generate(m, prompt, g, [&](int32_t t) { out.push_back(t); return true; });
+    EXPECT_TRUE(st.ok()) << st.message();
+    return out;
+  };
+  for (const SamplingParams& sp : {SamplingParams{}, SamplingParams{0.8f, 40, 0.95f, 5}, SamplingParams{}}) {
+    const auto want = run(**eager, sp), got = run(**graphed, sp);
+    EXPECT_EQ(got, want) << "temperature " << sp.temperature;
+  }
+  EXPECT_EQ((*eager)->graph_stats().replayed, 0);
+  EXPECT_GE((*graphed)->graph_stats().captured, 1);
+  // 29 decode steps per run; only the very first ran eagerly (the warm-up before capture).
+  EXPECT_EQ((*graphed)->graph_stats().replayed, 3 * 29 - 1);
+  std::filesystem::remove_all(dir);
+}
 
 TEST(CudaModel, RefusesWhatItDoesNotRun) {
   SKIP_WITHOUT_GPU();

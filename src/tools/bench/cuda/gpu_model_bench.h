@@ -26,6 +26,7 @@ struct GpuModelBenchOptions {
   int batch_prompt = 128;    // each batched sequence's prompt
   int repeats = 3;           // medians over this many runs
   double gpu_memory_utilization = 0.9;
+  bool cuda_graphs = true;   // false: --enforce-eager
 };
 
 // The figures as JSON (every number the table prints, and the limits).
