@@ -158,10 +158,16 @@ struct CudaModel::Impl {
   bool pick_tokens = false;  // this pass picks with PickTokens (else ArgMaxRows)
 
   // Decode steps as CUDA graphs, one per batch size (RunDecodeGraph).
+  struct PoolKey {  // what a captured graph knows of its pool
+    int block_size = 0;
+    DType dtype = DType::kUnknown;
+    std::vector<const std::byte*> regions;  // each KV-owning layer's K and V
+    bool operator==(const PoolKey&) const = default;
+  };
   struct DecodeGraph {
     cudaGraphExec_t exec = nullptr;
-    uint64_t generation = 0;             // of the buffers it reads, when captured
-    std::vector<const std::byte*> pool;  // the pool's layout and regions it was captured on
+    uint64_t generation = 0;  // of the buffers it reads, when captured
+    PoolKey pool;
     DecodeGraph() = default;
     DecodeGraph(DecodeGraph&& o) noexcept
         : exec(std::exchange(o.exec, nullptr)), generation(o.generation), pool(std::move(o.pool)) {}
@@ -659,14 +665,13 @@ Status CudaModel::Impl::Forward(int64_t T, int64_t R, PagedKvPool& pool, const c
 // graph replays, one launch instead of some twenty per layer. A graph is captured again when a
 // buffer it reads has moved or the step runs on another pool.
 Status CudaModel::Impl::RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, const cuda::PagedTokens tokens[2]) {
-  std::vector<const std::byte*> regions = {reinterpret_cast<const std::byte*>(intptr_t(pool.block_size())),
-                                           reinterpret_cast<const std::byte*>(intptr_t(pool.dtype()))};
+  PoolKey key{pool.block_size(), pool.dtype(), {}};
   for (int l = 0; l < pool.num_layers(); ++l) {
-    if (pool.OwnsKv(l)) regions.insert(regions.end(), {pool.KData(l), pool.VData(l)});
+    if (pool.OwnsKv(l)) key.regions.insert(key.regions.end(), {pool.KData(l), pool.VData(l)});
   }
   const uint64_t gen = generation + gemm->staging_moves();
   auto it = graphs.find(T);
-  if (it != graphs.end() && (it->second.generation != gen || it->second.pool != regions)) {
+  if (it != graphs.end() && (it->second.generation != gen || !(it->second.pool == key))) {
     graphs.erase(it);
     it = graphs.end();
   }
@@ -678,7 +683,7 @@ Status CudaModel::Impl::RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, 
     const Status captured = Check(cudaStreamEndCapture(stream, &graph), "capturing a decode step");
     DecodeGraph g;
     g.generation = gen;
-    g.pool = std::move(regions);
+    g.pool = std::move(key);
     Status made = queued.ok() ? captured : queued;
     if (made.ok()) made = Check(cudaGraphInstantiate(&g.exec, graph, 0), "instantiating a decode step's graph");
     if (graph != nullptr) cudaGraphDestroy(graph);
