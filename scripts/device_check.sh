@@ -109,6 +109,9 @@ run)
     layers=(--num-layers 40)
     step bench_31b_40layers "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2
   fi
+  # The prefill again with the fused attention kernel instead of cuBLASLt products.
+  step bench_31b_flash "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2 --batch 0 --gen-len 16 \
+    --prefill-attention flash
   step bench_e4b "$gk" bench model --device cuda --preset e4b --repeats 2
   # What the decode graphs save where launches outnumber the bytes (E4B's small layers).
   step bench_e4b_eager "$gk" bench model --device cuda --preset e4b --repeats 2 --batch 0 --enforce-eager

@@ -48,6 +48,10 @@ int RunBench(int argc, char** argv) {
                                         "(no checkpoint), e.g. 31b")
       ->excludes(model_opt);
   model->add_option("--num-layers", num_layers, "with --preset: its first N layers only")->check(CLI::Range(1, 4096));
+  std::string prefill_attention = "products";
+  model->add_option("--prefill-attention", prefill_attention,
+                    "--device cuda: prefill attention through cuBLASLt products (default) or the fused flash kernel")
+      ->check(CLI::IsMember({"products", "flash"}));
   model->add_option("--batch-prompt", batch_prompt, "--device cuda: each batched sequence's prompt tokens")
       ->check(CLI::Range(1, 1 << 20));
   model->add_option("--prompt-len", o.prompt_len, "prefill tokens")->check(CLI::Range(1, 1 << 20));
@@ -155,6 +159,7 @@ int RunBench(int argc, char** argv) {
     g.repeats = o.repeats;
     g.gpu_memory_utilization = engine.gpu_memory_utilization;
     g.cuda_graphs = !engine.enforce_eager;
+    g.flash_prefill = prefill_attention == "flash";
     auto r = RunGpuModelBench(g);
     if (!r.ok()) return Fail(r.status());
     std::printf("%s", json ? (r->dump() + "\n").c_str() : FormatGpuModelBench(*r).c_str());

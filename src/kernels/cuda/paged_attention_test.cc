@@ -1,8 +1,8 @@
 // The GPU's attention kernels against the CPU's attention kernel (kernels/attention.h, checked
 // against the PyTorch oracle) over the same cache bytes: every KV dtype, head dims 256 and 512,
 // GQA, causal and sliding-window, tokens of two sequences whose block tables interleave.
-// paged_attention.h takes every token; then attention_prefill.h takes the one sequence's chunk
-// and paged_attention.h the decode rows beside it. Label cuda: skipped without a GPU.
+// paged_attention.h takes every token; then attention_prefill.h (or flash_attention.h) takes
+// the one sequence's chunk and paged_attention.h the decode rows beside it. Label cuda: skipped without a GPU.
 #include "kernels/cuda/paged_attention.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include "kernels/cuda/attention_prefill.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/flash_attention.h"
 #include "tensor/dtype.h"
 
 namespace gk::cuda {
@@ -44,10 +45,12 @@ struct AttentionCase {
   DeviceBuffer<std::byte> dk, dv;
   DeviceBuffer<int32_t> dpos, doff, dtab;
 
-  AttentionCase(Shape shape, DType dtype, std::mt19937& rng) : s(shape), dt(dtype) {
+  // Sequence 0's prefill chunk: positions [chunk_first, chunk_first + chunk_len), at most 160.
+  AttentionCase(Shape shape, DType dtype, std::mt19937& rng, int chunk_first = 130, int chunk_len = 20)
+      : s(shape), dt(dtype) {
     for (int b = 0; b < 10; ++b) tables.push_back((3 + 7 * b) % kBlocks);  // shared blocks are fine: read only
     for (int b = 0; b < 10; ++b) tables.push_back((4 + 7 * b) % kBlocks);
-    for (int p = 130; p < 150; ++p) {  // a prefill chunk of sequence 0, then decodes of sequence 1
+    for (int p = chunk_first; p < chunk_first + chunk_len; ++p) {  // a prefill chunk of sequence 0, then decodes of sequence 1
       pos.push_back(p);
       offset.push_back(0);
     }
@@ -201,6 +204,54 @@ TEST(CudaPrefillAttention, ChunkThroughProductsBesideDecodeRows) {
       EXPECT_LT(RelErr(*got, c.want), tolerance) << c.Name();
     }
   }
+}
+
+// The fused kernel on a chunk of 65 positions (three blocks of query rows, the last with one
+// row; the first starts mid-tile of positions), beside the decode rows; head dims 32 to 512.
+TEST(CudaPrefillAttention, FusedKernelBesideDecodeRows) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const Shape shapes[] = {{8, 2, 256, 0}, {4, 4, 512, 0}, {8, 1, 256, 37}, {6, 3, 32, 0}, {4, 2, 64, 40}};
+  for (const Shape& s : shapes) {
+    for (DType dt : {DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2}) {
+      ASSERT_TRUE(FlashPrefillSupports(dt, s.H));
+      const int first = 95, n = 65;
+      AttentionCase c(s, dt, rng, first, n);
+      PrefillAttentionArgs p;
+      p.q = c.dq.data();
+      p.out = c.dout.data();
+      p.T = n;
+      p.first = first;
+      p.table = c.dtab.data();
+      p.num_heads = s.N;
+      p.kv_heads = s.K;
+      p.head_dim = s.H;
+      p.scale = kScale;
+      p.window = s.window;
+      p.block_size = kBlockSize;
+      p.k_pool = c.dk.data();
+      p.v_pool = c.dv.data();
+      p.dtype = dt;
+      Status st = FlashPrefillAttention(p, stream);
+      ASSERT_TRUE(st.ok()) << st.message();
+      auto rows = DeviceBuffer<int32_t>::From({n, n + 1});
+      ASSERT_TRUE(rows.ok());
+      PagedAttentionArgs a = c.Args();
+      a.T = 2;
+      a.rows = rows->data();
+      st = PagedAttention(a, stream);
+      ASSERT_TRUE(st.ok()) << st.message();
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      auto got = c.dout.ToHost();
+      ASSERT_TRUE(got.ok()) << got.message();
+      EXPECT_LT(RelErr(*got, c.want), dt == DType::kBF16 ? 1e-2 : 2e-3) << c.Name();
+    }
+  }
+  EXPECT_FALSE(FlashPrefillSupports(DType::kF32, 256));
+  EXPECT_FALSE(FlashPrefillSupports(DType::kBF16, 520));
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace

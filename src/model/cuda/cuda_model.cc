@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/decoder_ops.h"
 #include "kernels/cuda/fill_random.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/row_ops.h"
@@ -746,7 +747,11 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     p.k_pool = pool.KData(source);
     p.v_pool = pool.VData(source);
     p.dtype = pool.dtype();
-    GK_RETURN_IF_ERROR(prefill_attention.Run(p, *gemm, stream));
+    if (o.prefill_attention == CudaModelOptions::PrefillAttention::kFlash && cuda::FlashPrefillSupports(p.dtype, p.head_dim)) {
+      GK_RETURN_IF_ERROR(cuda::FlashPrefillAttention(p, stream));
+    } else {
+      GK_RETURN_IF_ERROR(prefill_attention.Run(p, *gemm, stream));
+    }
   }
   if (short_rows > 0) {  // decode steps and short chunks
     cuda::PagedAttentionArgs a;

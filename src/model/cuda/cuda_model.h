@@ -27,6 +27,11 @@ struct CudaModelOptions {
   // A sequence's run of at least this many new tokens attends through tensor-core products
   // (kernels/cuda/attention_prefill.h); shorter runs and decode steps through paged_attention.h.
   int prefill_gemm_min_tokens = 64;
+  // How those runs attend: through cuBLASLt products (kernels/cuda/attention_prefill.h), or the
+  // fused FlashAttention-style kernel (kernels/cuda/flash_attention.h; 16-bit and fp8 caches,
+  // f32 caches keep the products).
+  enum class PrefillAttention { kProducts, kFlash };
+  PrefillAttention prefill_attention = PrefillAttention::kProducts;
   // Decode steps (one token per sequence) captured once per batch size as CUDA graphs and
   // replayed (vLLM's CUDA graphs; false: --enforce-eager).
   bool cuda_graphs = true;

@@ -31,10 +31,12 @@ struct Case {
   DType kv;
   double tolerance;  // max |gpu - cpu| / max |cpu| per pass
   int gemm_min = 64;  // CudaModelOptions::prefill_gemm_min_tokens: 8 sends the prompts through products
+  bool flash = false;  // ... or, for 16-bit and fp8 caches, through the fused kernel
 };
 
 std::string Name(const Case& c) {
-  std::string s = StrCat(c.preset, "_", DTypeName(c.weights), "_kv", DTypeName(c.kv), c.gemm_min < 64 ? "_products" : "");
+  std::string s = StrCat(c.preset, "_", DTypeName(c.weights), "_kv", DTypeName(c.kv),
+                         c.gemm_min < 64 ? (c.flash ? "_flash" : "_products") : "");
   std::replace_if(s.begin(), s.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');
   return s;
 }
@@ -75,6 +77,7 @@ TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
   CudaModelOptions co;
   co.max_chunk = 64;
   co.prefill_gemm_min_tokens = k.gemm_min;
+  if (k.flash) co.prefill_attention = CudaModelOptions::PrefillAttention::kFlash;
   auto gpu = CudaModel::Load(dir, co);
   ASSERT_TRUE(gpu.ok()) << gpu.message();
   PagedKvOptions po;
@@ -177,7 +180,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny", DType::kF32, DType::kF32, 1e-4, 8}, Case{"tiny-e2b", DType::kF32, DType::kF32, 1e-4, 8},
                       Case{"gemma3-270m", DType::kF32, DType::kF32, 1e-4, 8}, Case{"tiny", DType::kBF16, DType::kF16, 5e-3, 8},
                       Case{"tiny-moe", DType::kF32, DType::kF32, 1e-4}, Case{"tiny-moe", DType::kBF16, DType::kF16, 2e-3},
-                      Case{"tiny-moe", DType::kF32, DType::kF32, 1e-4, 8}),
+                      Case{"tiny-moe", DType::kF32, DType::kF32, 1e-4, 8},
+                      Case{"tiny", DType::kBF16, DType::kF16, 5e-3, 8, true},
+                      Case{"tiny-e2b", DType::kBF16, DType::kBF16, 1e-2, 8, true},
+                      Case{"gemma3-270m", DType::kBF16, DType::kFp8E4m3, 3e-2, 8, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
 
 // Decode steps replayed as CUDA graphs give the tokens that eager launches give, greedy and

@@ -85,6 +85,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
   co.max_chunk = std::max({o.prompt_len, o.batch, 1});
   co.gpu_memory_utilization = o.gpu_memory_utilization;
   co.cuda_graphs = o.cuda_graphs;
+  if (o.flash_prefill) co.prefill_attention = CudaModelOptions::PrefillAttention::kFlash;
   const double t0 = NowSeconds();
   std::unique_ptr<CudaModel> model;
   if (!o.preset.empty()) {
@@ -131,6 +132,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
       {"gemm_bf16_tflops", limits.bf16_flop_per_s / 1e12},
       {"bytes_per_token", bytes_per_token},
       {"prompt_len", o.prompt_len},
+      {"prefill_attention", o.flash_prefill ? "flash" : "products"},
       {"prefill_tok_s", Median(prefill)},
       {"gen_len", o.gen_len},
       {"decode_tok_s", Median(decode)},
@@ -173,11 +175,12 @@ std::string FormatGpuModelBench(const nlohmann::json& r) {
   std::snprintf(buf, sizeof(buf),
                 "model    %s: %d layers, %.2f B params, %.1f GB of weights on %s (made in %.1f s)\n"
                 "device   copy bandwidth %.0f GB/s | cuBLASLt bf16 GEMM %.0f TFLOP/s (measured now)\n"
-                "prefill  %d tokens: %.0f tokens/s = %.2f of the GEMM rate\n"
+                "prefill  %d tokens (attention: %s): %.0f tokens/s = %.2f of the GEMM rate\n"
                 "decode   %d tokens: %.2f tokens/s x %.2f GB/token = %.0f GB/s = %.2f of copy bandwidth\n",
                 r["model"].get<std::string>().c_str(), r["layers"].get<int>(), r["params_b"].get<double>(),
                 r["weight_gb"].get<double>(), r["device"].get<std::string>().c_str(), r["load_seconds"].get<double>(),
                 r["copy_gbps"].get<double>(), r["gemm_bf16_tflops"].get<double>(), r["prompt_len"].get<int>(),
+                r["prefill_attention"].get<std::string>().c_str(),
                 r["prefill_tok_s"].get<double>(), r["prefill_ratio"].get<double>(), r["gen_len"].get<int>(),
                 r["decode_tok_s"].get<double>(), r["bytes_per_token"].get<double>() / 1e9,
                 r["decode_tok_s"].get<double>() * r["bytes_per_token"].get<double>() / 1e9, r["decode_ratio"].get<double>());

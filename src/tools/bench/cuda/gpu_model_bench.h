@@ -27,6 +27,7 @@ struct GpuModelBenchOptions {
   int repeats = 3;           // medians over this many runs
   double gpu_memory_utilization = 0.9;
   bool cuda_graphs = true;   // false: --enforce-eager
+  bool flash_prefill = false;  // prefill attention through the fused kernel, not cuBLASLt products
 };
 
 // The figures as JSON (every number the table prints, and the limits).
