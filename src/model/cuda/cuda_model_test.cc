@@ -1,6 +1,6 @@
 // The CUDA runner against the CPU runner (itself checked against the PyTorch oracle) on toy
 // presets: the same checkpoint and the same block tables; logits of a mixed pass (whole prompts,
-// prompt chunks, a decode), then 40 batched greedy decode steps whose tokens must agree.
+// prompt chunks, a decode), then 64 batched greedy decode steps whose tokens must agree.
 // Label cuda (Cuda* suites): skipped where no GPU is found.
 #include "model/cuda/cuda_model.h"
 
@@ -43,7 +43,8 @@ std::string Name(const Case& c) {
 
 class CudaModelMatchesCpu : public ::testing::TestWithParam<Case> {};
 
-// Three sequences, each with its own 16 blocks of 4 positions in both groups.
+// Three sequences, each with its own 24 blocks of 4 positions in both groups (the longest
+// prompt, 22 tokens, and 66 more).
 struct Batch {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::vector<int32_t>> tables;
@@ -55,7 +56,7 @@ struct Batch {
       for (int32_t& t : prompts.back()) t = tok(rng);
     }
     for (int s = 0; s < 3; ++s) {
-      for (int b = 0; b < 16; ++b) tables[size_t(s)].push_back(s * 16 + b);
+      for (int b = 0; b < 24; ++b) tables[size_t(s)].push_back(s * 24 + b);
       seqs[size_t(s)].blocks[0] = seqs[size_t(s)].blocks[1] = tables[size_t(s)];
     }
   }
@@ -83,7 +84,7 @@ TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
   PagedKvOptions po;
   po.block_size = 4;
   po.dtype = k.kv;
-  po.num_blocks[0] = po.num_blocks[1] = 48;
+  po.num_blocks[0] = po.num_blocks[1] = 72;
   auto cpu_pool = (*cpu)->NewPagedKvPool(po);
   auto gpu_pool = (*gpu)->NewPagedKvPool(po);
   ASSERT_TRUE(cpu_pool.ok() && gpu_pool.ok()) << gpu_pool.message();
@@ -131,7 +132,7 @@ TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
   int32_t next_cpu[3] = {Greedy(cl.data(), V), Greedy(cl.data() + V, V), Greedy(cl.data() + 13 * V, V)};
   int32_t next_gpu[3] = {Greedy(gl.data(), V), Greedy(gl.data() + V, V), Greedy(gl.data() + 13 * V, V)};
   // Batched greedy decode: each runner feeds back its own choices; they must agree.
-  for (int i = 0; i < 40 && !HasFailure(); ++i) {
+  for (int i = 0; i < 64 && !HasFailure(); ++i) {
     for (int s = 0; s < 3; ++s) ASSERT_EQ(next_gpu[s], next_cpu[s]) << "decode step " << i << ", sequence " << s;
     step({{0, {next_cpu[0]}}, {1, {next_cpu[1]}}, {2, {next_cpu[2]}}}, {LogitsMode::kLast, LogitsMode::kLast, LogitsMode::kLast},
          cl, gl);
@@ -158,14 +159,14 @@ TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
   EXPECT_LT(RelErr(two_gpu.data() + V, two_cpu.data() + V, size_t(V)), k.tolerance);
   EXPECT_EQ((*gpu)->picked_tokens()[0], Greedy(two_cpu.data(), V));
   EXPECT_EQ((*gpu)->picked_tokens()[1], PickTokenReference(two_gpu.data() + V, V, sampled));
-  // The 40 decode steps of three sequences replayed one CUDA graph after a warm-up step and
+  // The 64 decode steps of three sequences replayed one CUDA graph after a warm-up step and
   // its capture (the mixture of experts reads its routing back to the host: always eager).
   const CudaGraphStats graphs = (*gpu)->graph_stats();
   if (config.enable_moe_block) {
     EXPECT_EQ(graphs.captured, 0);
   } else {
     EXPECT_EQ(graphs.captured, 1);
-    EXPECT_EQ(graphs.replayed, 39);
+    EXPECT_EQ(graphs.replayed, 63);
   }
   std::filesystem::remove_all(dir);
 }
