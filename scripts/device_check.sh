@@ -24,6 +24,8 @@
 # too little for the 64-sequence batch (bench model then says so) and the burst.
 #
 # Each step's exit status is recorded in OUT_DIR/summary.txt; `run` exits non-zero if any failed.
+# Every step has a time limit, and steps that would pass DEVICE_CHECK_BUDGET seconds (480) are
+# skipped; DEVICE_CHECK_ONLY=cuda_tests,bench_31b,... runs only the steps named (a rerun).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -63,12 +65,24 @@ run)
   mkdir -p "$logs"
   failed=0
   : > "$logs/summary.txt"
-  step() {  # step NAME COMMAND...: output to NAME.log, status to the summary
-    local name=$1
-    shift
+  # Each step has a time limit, and a step that cannot finish inside the run's budget
+  # (DEVICE_CHECK_BUDGET seconds, default 480: the device tool's 10-minute command less the
+  # unpacking and packing) is skipped, so a hung kernel costs one step, not the whole run.
+  budget=${DEVICE_CHECK_BUDGET:-480}
+  start=$SECONDS
+  step() {  # step NAME LIMIT_S COMMAND...: output to NAME.log, status to the summary
+    local name=$1 limit=$2
+    shift 2
+    if [ -n "${DEVICE_CHECK_ONLY:-}" ] && ! [[ ",$DEVICE_CHECK_ONLY," == *",$name,"* ]]; then return 0; fi
+    if [ $((SECONDS - start + limit)) -gt "$budget" ]; then
+      echo "$name: skipped (${limit} s would pass the ${budget} s budget)" >> "$logs/summary.txt"
+      failed=1
+      return 0
+    fi
     local t0=$SECONDS
-    "$@" > "$logs/$name.log" 2>&1
+    timeout -k 10 "$limit" bash -c '"$@"' "$name" "$@" > "$logs/$name.log" 2>&1  # (functions too: exported)
     local rc=$?
+    [ $rc -eq 124 ] && echo "(killed after $limit s)" >> "$logs/$name.log"
     echo "$name: exit $rc ($((SECONDS - t0)) s)" >> "$logs/summary.txt"
     [ $rc -eq 0 ] || failed=1
   }
@@ -97,26 +111,29 @@ run)
     wait "$pid"
     return $rc
   }
-  step nvidia_smi nvidia-smi
-  step devices "$gk" devices
+  export -f serve_burst
+  export gk tok logs
+  step nvidia_smi 30 nvidia-smi
+  step devices 30 "$gk" devices
   "$gk" devices --json > "$logs/devices.json" 2>&1
-  step cuda_tests "$dir/bin/gemmakit_tests" --gtest_filter='Cuda*' --gtest_output="json:$logs/cuda_tests.json"
+  step cuda_tests 240 "$dir/bin/gemmakit_tests" --gtest_filter='Cuda*' --gtest_output="json:$logs/cuda_tests.json"
   # The speed figures of the CUDA backend issue: the 31B shape (its first 40 layers where the
   # GPU's memory cannot hold all 60: the figures then say so), then E4B.
   layers=()
-  step bench_31b "$gk" bench model --device cuda --preset 31b --repeats 2
+  step bench_31b 120 "$gk" bench model --device cuda --preset 31b --repeats 2
   if grep -q "GPU memory" "$logs/bench_31b.log"; then
     layers=(--num-layers 40)
-    step bench_31b_40layers "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2
+    step bench_31b_40layers 100 "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2
   fi
   # The prefill again with the fused attention kernel instead of cuBLASLt products.
-  step bench_31b_flash "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2 --batch 0 --gen-len 16 \
+  step bench_31b_flash 60 "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2 --batch 0 --gen-len 16 \
     --prefill-attention flash
-  step bench_e4b "$gk" bench model --device cuda --preset e4b --repeats 2
+  step bench_e4b 60 "$gk" bench model --device cuda --preset e4b --repeats 2
   # What the decode graphs save where launches outnumber the bytes (E4B's small layers).
-  step bench_e4b_eager "$gk" bench model --device cuda --preset e4b --repeats 2 --batch 0 --enforce-eager
-  step serve_burst_31b serve_burst 31b "${layers[@]}"
-  step serve_e2e_cuda env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_SERVE_EXTRA_ARGS="--device cuda" \
+  step bench_e4b_eager 45 "$gk" bench model --device cuda --preset e4b --repeats 2 --batch 0 --enforce-eager
+  step serve_burst_31b 150 serve_burst 31b "${layers[@]}"
+  pkill -f -- '--preset 31b --port 8011' 2> /dev/null  # a server the time limit left behind
+  step serve_e2e_cuda 120 env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_SERVE_EXTRA_ARGS="--device cuda" \
     python3 tests/serve/serve_e2e_test.py --gemmakit "$gk"
   cp "$logs/summary.txt" "$out/"
   tar -C "$dir" -czf "$out/results.tar.gz" results
@@ -127,7 +144,7 @@ run)
   exit $failed
   ;;
 *)
-  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac
