@@ -128,21 +128,24 @@ Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const DeviceMatrix& w, int6
 }
 
 // The row-major product seen column-major: y_bᵀ (N × M, ld ldy) = w_b (stored K × N, ld ldw)ᵀ ·
-// x_bᵀ (stored K × M, ld ldx), so cuBLASLt's A is w with op T and its B is x.
+// x_bᵀ (stored K × M, ld ldx), so cuBLASLt's A is w with op T and its B is x. A transposed
+// operand flips its op and its stored shape: w_trans stores w as N × K column-major (op N),
+// x_trans stores x as M × K column-major (op T).
 Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const BatchedProduct& p) {
-  const std::array<int64_t, 11> key = {int64_t(p.dtype), p.M, p.N, p.K, p.ldx, p.ldw, p.ldy,
-                                       p.stride_x, p.stride_w, p.stride_y, p.batch};
+  const std::array<int64_t, 13> key = {int64_t(p.dtype), p.M, p.N, p.K, p.ldx, p.ldw, p.ldy,
+                                       p.stride_x, p.stride_w, p.stride_y, p.batch, p.x_trans, p.w_trans};
   if (auto it = algos_.find(key); it != algos_.end()) return it->second.get();
   GK_ASSIGN_OR_RETURN(const LtApi* api, OpenCublasLt());
   auto algo = std::make_unique<Algo>();
   algo->api = api;
   const cudaDataType_t in = p.dtype == DType::kF32 ? CUDA_R_32F : p.dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
   GK_RETURN_IF_ERROR(LtCheck(api->desc_create(&algo->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
-  const cublasOperation_t trans = CUBLAS_OP_T, keep = CUBLAS_OP_N;
-  GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)), "TRANSA"));
-  GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo->desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof(keep)), "TRANSB"));
-  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->a, in, uint64_t(p.K), uint64_t(p.N), p.ldw), "layout A"));
-  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->b, in, uint64_t(p.K), uint64_t(p.M), p.ldx), "layout B"));
+  const cublasOperation_t op_a = p.w_trans ? CUBLAS_OP_N : CUBLAS_OP_T, op_b = p.x_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "TRANSA"));
+  GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "TRANSB"));
+  const uint64_t K = uint64_t(p.K), N = uint64_t(p.N), M = uint64_t(p.M);
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->a, in, p.w_trans ? N : K, p.w_trans ? K : N, p.ldw), "layout A"));
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->b, in, p.x_trans ? M : K, p.x_trans ? K : M, p.ldx), "layout B"));
   GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->c, CUDA_R_32F, uint64_t(p.N), uint64_t(p.M), p.ldy), "layout C"));
   if (p.batch > 1) {
     const int32_t count = p.batch;
@@ -185,7 +188,7 @@ Status GemmRunner::RunBatched(const BatchedProduct& p) {
     return Status::Error(StrCat("batched GPU products take bf16, f16 or f32, not ", DTypeName(p.dtype)));
   }
   GK_ASSIGN_OR_RETURN(const Algo* a, FindAlgo(p));
-  return Matmul(*a, p, 0.f);
+  return Matmul(*a, p, p.beta);
 }
 
 Status GemmRunner::RunPrepared(const DeviceMatrix& w, const void* x, int64_t T, float* y, float beta) {

@@ -32,8 +32,12 @@ struct DeviceMatrix {
 
 // Strided batched products, every matrix row-major: for b < batch,
 //   y_b (M × N, row stride ldy) = alpha · x_b (M × K, row stride ldx) · w_bᵀ (w_b: N × K, row stride ldw)
+//                                 + beta · y_b
 // with x_b = x + b·stride_x elements (likewise w, y). x and w are both bf16, f16 or f32; y is f32.
-// Attention's score and value products use it (kernels/cuda/attention_prefill.h).
+// x_trans: x_b is stored K × M (its transpose is the operand); w_trans: w_b is stored K × N and
+// the product is x_b · w_b. The backward pass's products take these: input gradients dx = dy·W
+// (w_trans), weight gradients dW = dyᵀ·x (x_trans). Attention's score and value products use it
+// too (kernels/cuda/attention_prefill.h).
 struct BatchedProduct {
   DType dtype = DType::kBF16;
   int64_t M = 0, N = 0, K = 0;
@@ -45,6 +49,8 @@ struct BatchedProduct {
   int64_t ldy = 0, stride_y = 0;
   int batch = 1;
   float alpha = 1.f;
+  float beta = 0.f;
+  bool x_trans = false, w_trans = false;
 };
 
 class GemmRunner {
@@ -59,7 +65,7 @@ class GemmRunner {
   Status Run(const DeviceMatrix& w, const float* x, int64_t T, float* y, bool accumulate = false);
   // y = x · Wᵀ + beta · y with x already in W's dtype (T rows of W.cols).
   Status RunPrepared(const DeviceMatrix& w, const void* x, int64_t T, float* y, float beta);
-  // A strided batch of products (BatchedProduct), y overwritten. Queued on the stream.
+  // A strided batch of products (BatchedProduct). Queued on the stream.
   Status RunBatched(const BatchedProduct& p);
   // Counts the times the bf16 staging buffers moved (grew): a CUDA graph that captured products
   // of bf16 weights reads them, and is stale once this changes.
@@ -79,8 +85,8 @@ class GemmRunner {
   DeviceBuffer<std::byte> workspace_;
   DeviceBuffer<uint16_t> hi_, lo_;  // x as bf16 (and its remainder, split mode)
   uint64_t staging_moves_ = 0;
-  // Keyed by (dtype, M, N, K, ldx, ldw, ldy, stride_x, stride_w, stride_y, batch).
-  std::map<std::array<int64_t, 11>, std::unique_ptr<Algo>> algos_;
+  // Keyed by (dtype, M, N, K, ldx, ldw, ldy, stride_x, stride_w, stride_y, batch, x_trans, w_trans).
+  std::map<std::array<int64_t, 13>, std::unique_ptr<Algo>> algos_;
 };
 
 // x (n floats) as bf16 rounded to nearest even (hi), and optionally the remainder x - hi as

@@ -74,5 +74,60 @@ TEST(CudaGemm, MatchesDoubleProductsInEveryMode) {
   SetBf16Activations(Bf16Activations::kSplit);
 }
 
+// The backward pass's products: every combination of a transposed x (stored K × M) and a
+// transposed w (stored K × N), batched with strides and padded rows, then accumulated (beta 1),
+// in f32 against double.
+TEST(CudaGemm, TransposedOperandsAndAccumulation) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  GemmOnStream g;
+  const Status made = g.Create();
+  ASSERT_TRUE(made.ok()) << made.message();
+  const int64_t M = 37, N = 96, K = 130, batch = 2, pad = 3;
+  for (bool x_trans : {false, true}) {
+    for (bool w_trans : {false, true}) {
+      BatchedProduct p;
+      p.dtype = DType::kF32;
+      p.M = M, p.N = N, p.K = K, p.batch = int(batch);
+      p.x_trans = x_trans, p.w_trans = w_trans;
+      p.ldx = (x_trans ? M : K) + pad;
+      p.ldw = (w_trans ? N : K) + pad;
+      p.ldy = N + pad;
+      p.stride_x = (x_trans ? K : M) * p.ldx;
+      p.stride_w = (w_trans ? K : N) * p.ldw;
+      p.stride_y = M * p.ldy;
+      const auto x = Random(size_t(batch * p.stride_x), rng), w = Random(size_t(batch * p.stride_w), rng);
+      std::vector<float> want(size_t(batch * p.stride_y), 0.f);
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t n = 0; n < N; ++n) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) {
+              const float xv = x[size_t(b * p.stride_x + (x_trans ? k * p.ldx + m : m * p.ldx + k))];
+              const float wv = w[size_t(b * p.stride_w + (w_trans ? k * p.ldw + n : n * p.ldw + k))];
+              acc += double(xv) * double(wv);
+            }
+            want[size_t(b * p.stride_y + m * p.ldy + n)] = float(acc);
+          }
+        }
+      }
+      auto dx = DeviceBuffer<float>::From(x);
+      auto dw = DeviceBuffer<float>::From(w);
+      auto dy = DeviceBuffer<float>::From(std::vector<float>(want.size(), 0.f));
+      ASSERT_TRUE(dx.ok() && dw.ok() && dy.ok());
+      p.x = dx->data(), p.w = dw->data(), p.y = dy->data();
+      for (float beta : {0.f, 1.f}) {
+        p.beta = beta;
+        Status st = g.gemm->RunBatched(p);
+        ASSERT_TRUE(st.ok()) << st.message();
+      }
+      ASSERT_EQ(cudaStreamSynchronize(g.stream), cudaSuccess);
+      std::vector<float> twice = want;
+      for (float& v : twice) v *= 2.f;
+      EXPECT_LT(RelErr(*dy->ToHost(), twice), 1e-5) << "x_trans " << x_trans << ", w_trans " << w_trans;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gk::cuda
