@@ -214,4 +214,38 @@ Status GemmRunner::Run(const DeviceMatrix& w, const float* x, int64_t T, float* 
   return Status::Ok();
 }
 
+Status GemmRunner::RunInputGrad(const DeviceMatrix& w, const float* dy, int64_t T, float* dx, bool accumulate) {
+  if (T == 0) return Status::Ok();
+  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16) {
+    return Status::Error(StrCat("the GPU runs bf16 or f32 weights, not ", DTypeName(w.dtype)));
+  }
+  // dx (T × cols) = dy (T × rows) · W (rows × cols): W is the stored K × N operand (w_trans).
+  BatchedProduct p;
+  p.dtype = w.dtype;
+  p.M = T;
+  p.N = w.cols;
+  p.K = w.rows;
+  p.ldx = w.rows;
+  p.ldw = w.cols;
+  p.ldy = w.cols;
+  p.w_trans = true;
+  p.w = w.data;
+  p.y = dx;
+  p.beta = accumulate ? 1.f : 0.f;
+  if (w.dtype == DType::kF32) {
+    p.x = dy;
+    return RunBatched(p);
+  }
+  const bool split = ActiveBf16Activations() == Bf16Activations::kSplit;
+  const size_t n = size_t(T * w.rows);
+  GK_RETURN_IF_ERROR(Ensure(n));
+  GK_RETURN_IF_ERROR(SplitToBf16(dy, int64_t(n), hi_.data(), split ? lo_.data() : nullptr, stream_));
+  p.x = hi_.data();
+  GK_RETURN_IF_ERROR(RunBatched(p));
+  if (!split) return Status::Ok();
+  p.x = lo_.data();
+  p.beta = 1.f;
+  return RunBatched(p);
+}
+
 }  // namespace gk::cuda

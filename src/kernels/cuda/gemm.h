@@ -65,6 +65,10 @@ class GemmRunner {
   Status Run(const DeviceMatrix& w, const float* x, int64_t T, float* y, bool accumulate = false);
   // y = x · Wᵀ + beta · y with x already in W's dtype (T rows of W.cols).
   Status RunPrepared(const DeviceMatrix& w, const void* x, int64_t T, float* y, float beta);
+  // The backward pass's input gradient dx = dy · W (dx += with accumulate): dy is T rows of
+  // W.rows f32, dx T rows of W.cols. For bf16 W, dy goes in as bf16 as x does in Run (rounded,
+  // or hi + lo in split mode).
+  Status RunInputGrad(const DeviceMatrix& w, const float* dy, int64_t T, float* dx, bool accumulate = false);
   // A strided batch of products (BatchedProduct). Queued on the stream.
   Status RunBatched(const BatchedProduct& p);
   // Counts the times the bf16 staging buffers moved (grew): a CUDA graph that captured products

@@ -74,6 +74,56 @@ TEST(CudaGemm, MatchesDoubleProductsInEveryMode) {
   SetBf16Activations(Bf16Activations::kSplit);
 }
 
+// Input gradients against weights: dx = dy · W for f32 and bf16 W (split: f32-accurate;
+// rounded: bf16 rounding), overwritten then accumulated.
+TEST(CudaGemm, InputGradientsAgainstWeights) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  GemmOnStream g;
+  const Status made = g.Create();
+  ASSERT_TRUE(made.ok()) << made.message();
+  const int64_t rows = 192, cols = 320, T = 45;
+  auto w = Random(size_t(rows * cols), rng), dy = Random(size_t(T * rows), rng);
+  std::vector<uint16_t> w16(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    w16[i] = F32ToBf16(w[i]);
+    w[i] = Bf16ToF32(w16[i]);
+  }
+  std::vector<float> want(size_t(T * cols));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t c = 0; c < cols; ++c) {
+      double s = 0;
+      for (int64_t r = 0; r < rows; ++r) s += double(dy[size_t(t * rows + r)]) * double(w[size_t(r * cols + c)]);
+      want[size_t(t * cols + c)] = float(s);
+    }
+  }
+  auto dw32 = DeviceBuffer<float>::From(w);
+  auto dw16 = DeviceBuffer<uint16_t>::From(w16);
+  auto ddy = DeviceBuffer<float>::From(dy);
+  ASSERT_TRUE(dw32.ok() && dw16.ok() && ddy.ok());
+  struct Mode {
+    DType dtype;
+    Bf16Activations act;
+    double tolerance;
+  };
+  for (const Mode& m : {Mode{DType::kF32, Bf16Activations::kSplit, 1e-5}, Mode{DType::kBF16, Bf16Activations::kSplit, 1e-5},
+                        Mode{DType::kBF16, Bf16Activations::kRound, 2e-2}}) {
+    SetBf16Activations(m.act);
+    const DeviceMatrix dm{m.dtype, rows, cols, m.dtype == DType::kF32 ? static_cast<const void*>(dw32->data()) : dw16->data()};
+    auto ddx = DeviceBuffer<float>::From(Poison(size_t(T * cols)));
+    ASSERT_TRUE(ddx.ok());
+    for (bool accumulate : {false, true}) {
+      const Status st = g.gemm->RunInputGrad(dm, ddy->data(), T, ddx->data(), accumulate);
+      ASSERT_TRUE(st.ok()) << st.message();
+    }
+    ASSERT_EQ(cudaStreamSynchronize(g.stream), cudaSuccess);
+    std::vector<float> twice = want;
+    for (float& v : twice) v *= 2.f;
+    EXPECT_LT(RelErr(*ddx->ToHost(), twice), m.tolerance) << DTypeName(m.dtype);
+  }
+  SetBf16Activations(Bf16Activations::kSplit);
+}
+
 // The backward pass's products: every combination of a transposed x (stored K × M) and a
 // transposed w (stored K × N), batched with strides and padded rows, then accumulated (beta 1),
 // in f32 against double.
