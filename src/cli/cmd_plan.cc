@@ -113,6 +113,17 @@ int PlanTraining(const PlanArgs& a, const ModelConfig& c, const cost::Machine& h
                                : StrCat("DOES NOT FIT (", GiB(mem.total - cap), " over)").c_str());
   std::printf("  activations: %s without remat, %s with remat per layer\n", GiB(mem.activations_no_remat).c_str(),
               GiB(mem.activations_remat).c_str());
+  if (a.lora_rank > 0 && m.Size() == 1 && !hw.measured) {
+    // gemmakit's own GPU trainer keeps f32 factors, gradients, moments and activations: its layout, not Tunix's.
+    const GpuLoraMemory g = EstimateGpuLoraTraining(c, a.seq_len * a.micro_batch, a.lora_rank, a.remat, true);
+    std::printf("\ngemmakit's GPU trainer on one %s (LoRA rank %d, %.1f M trainable; docs/TRAIN.md \"On a GPU\": "
+                "being built, this is the layout it allocates):\n",
+                hw.chip.name.c_str(), a.lora_rank, double(g.trainable) / 1e6);
+    for (const MemoryItem& i : g.items) std::printf("  %-44s %12s   %s\n", i.what.c_str(), GiB(i.bytes).c_str(), i.how.c_str());
+    std::printf("  %-44s %12s   of %s: %s\n", "total", GiB(g.total).c_str(), GiB(cap).c_str(),
+                g.total <= cap ? StrCat("FITS (", GiB(cap - g.total), " free)").c_str()
+                               : StrCat("DOES NOT FIT (", GiB(g.total - cap), " over)").c_str());
+  }
   if (!a.project) return 0;
   const plan::TrainProjection p = plan::ProjectTraining(c, hw, m, a.seq_len, a.micro_batch, a.lora_rank, a.remat);
   std::printf("\nroofline projection, training (%d × %.3g TFLOP/s bf16, %.0f GB/s HBM, %.0f GB/s interconnect per chip):\n",

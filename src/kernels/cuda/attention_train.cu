@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/attention_train_workspace.h"
 #include "kernels/cuda/block_reduce.cuh"
 
 namespace gk::cuda {
@@ -119,7 +120,7 @@ Status Run(GemmRunner& gemm, DType dtype, int kv_heads, const Product& q) {
   return gemm.RunBatched(p);
 }
 
-uint64_t Align(uint64_t n) { return (n + 255) / 256 * 256; }
+uint64_t Align(uint64_t n) { return WorkspaceAlign(n); }
 
 // The first key any query of the tile [i0, i0 + n) sees (row starts never decrease).
 int64_t FirstKey(const TrainAttentionArgs& a, int64_t i0) {
@@ -127,16 +128,14 @@ int64_t FirstKey(const TrainAttentionArgs& a, int64_t i0) {
   return a.window > 0 ? std::max<int64_t>(rs, i0 - a.window + 1) : rs;
 }
 
-// The per-tile buffers, carved from one workspace sized for the largest tile (ctx ≤ T).
+// The per-tile buffers, carved from one workspace sized for the largest tile (ctx ≤ T), as
+// kernels/attention_train_workspace.h counts them.
 template <class Op>
 struct Tile {
   Op *qh, *doh, *kc, *vc, *P, *dS;
   float *S, *dP, *oh;
   static uint64_t Bytes(const TrainAttentionArgs& a) {
-    const uint64_t N = uint64_t(a.num_heads), K = uint64_t(a.kv_heads), H = uint64_t(a.head_dim);
-    const uint64_t Tq = uint64_t(std::min(kTrainTileRows, a.T)), ctx = uint64_t(a.T), es = sizeof(Op);
-    return 2 * Align(N * Tq * H * es) + 2 * Align(K * ctx * H * es) + 2 * Align(N * Tq * ctx * es) +
-           2 * Align(N * Tq * ctx * 4) + Align(N * Tq * H * 4);
+    return TrainAttentionTileBytes(a.num_heads, a.kv_heads, a.head_dim, a.T, int(sizeof(Op)));
   }
   Tile(const TrainAttentionArgs& a, std::byte* base) {
     const uint64_t N = uint64_t(a.num_heads), K = uint64_t(a.kv_heads), H = uint64_t(a.head_dim);
@@ -297,8 +296,7 @@ Status TrainAttention::Backward(const TrainAttentionArgs& a, const float* dout, 
                                 GemmRunner& gemm, cudaStream_t stream) {
   if (a.T == 0) return Status::Ok();
   GK_RETURN_IF_ERROR(CheckArgs(a));
-  const uint64_t extra = Align(uint64_t(a.num_heads) * uint64_t(a.T) * 4) +
-                         2 * uint64_t(a.kv_heads) * uint64_t(a.T) * uint64_t(a.head_dim) * 4;
+  const uint64_t extra = TrainAttentionBackwardExtraBytes(a.num_heads, a.kv_heads, a.head_dim, a.T);
   if (a.dtype == DType::kF32) {
     GK_ASSIGN_OR_RETURN(std::byte* ws, Workspace(Tile<float>::Bytes(a) + extra, stream));
     return BackwardTyped<float>(a, dout, dq, dk, dv, gemm, ws, stream);

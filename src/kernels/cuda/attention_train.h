@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/attention_train_workspace.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/gemm.h"
 #include "tensor/dtype.h"
@@ -42,7 +43,7 @@ struct TrainAttentionArgs {
   float* lse = nullptr;         // (N, T): forward's output, backward's input
 };
 
-inline constexpr int64_t kTrainTileRows = 256;
+inline constexpr int64_t kTrainTileRows = kTrainAttentionTileRows;
 
 class TrainAttention {
  public:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/attention_train_workspace.h"
 #include "util/result.h"
 
 namespace gk {
@@ -74,6 +75,47 @@ int64_t FullFineTuneParameters(const ModelConfig& c) {
     }
   }
   return n;
+}
+
+int64_t LoraParameters(const ModelConfig& c, int rank) {
+  const int64_t D = c.hidden_size;
+  int64_t n = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const int64_t NH = int64_t(c.num_heads) * c.HeadDim(l), KH = int64_t(c.KvHeads(l)) * c.HeadDim(l), F = c.MlpWidth(l);
+    int64_t in_out = (D + NH) * 2 + (D + F) * 3;  // q, o; gate, up, down
+    if (!c.IsKvShared(l)) in_out += (D + KH) * (c.KEqV(l) ? 1 : 2);  // k, and v unless K=V
+    n += in_out * rank;
+  }
+  return n;
+}
+
+GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int rank, bool remat, bool bf16_products) {
+  GpuLoraMemory m;
+  m.trainable = LoraParameters(c, rank);
+  const double p = double(m.trainable), T = double(tokens);
+  m.items.push_back({"base weights (bf16)", 2.0 * double(c.ParameterCount()), "every tensor of the checkpoint"});
+  m.items.push_back({"LoRA factors (f32)", 4 * p, StrCat("rank ", rank, ", every projection")});
+  m.items.push_back({"LoRA gradients (f32)", 4 * p, "accumulated over the micro-batches"});
+  m.items.push_back({"AdamW m + v (f32)", 8 * p, "2 × 4 B per trainable parameter"});
+  m.items.push_back({StrCat("activations (f32", remat ? ", remat per layer)" : ", no remat)"),
+                     double(TrainingActivationBytes(c, {tokens, rank, remat, 4})), StrCat("T = ", tokens, " tokens")});
+  uint64_t attention = 0;
+  for (int l = 0; l < c.num_layers; ++l) {  // the largest layer's: one workspace for all
+    attention = std::max(attention, TrainAttentionTileBytes(c.num_heads, c.KvHeads(l), c.HeadDim(l), tokens,
+                                                            bf16_products ? 2 : 4) +
+                                        TrainAttentionBackwardExtraBytes(c.num_heads, c.KvHeads(l), c.HeadDim(l), tokens));
+  }
+  m.items.push_back({"attention workspace", double(attention), "one tile of 256 queries' scores, dK and dV"});
+  const double head_rows = std::clamp<double>(double(256 << 20) / 4 / std::max(T, 1.0), 256, double(c.vocab_size));
+  m.items.push_back({"loss head (f32)", 4 * head_rows * T + 5 * 4 * T, "one vocabulary chunk of logits"});
+  int64_t widest = c.hidden_size;  // the widest product input: the MLP's, or the attention's output
+  for (int l = 0; l < c.num_layers; ++l) {
+    widest = std::max<int64_t>({widest, c.MlpWidth(l), int64_t(c.num_heads) * c.HeadDim(l)});
+  }
+  m.items.push_back({"cuBLASLt workspace and bf16 staging", double(32 << 20) + 2 * 2 * T * double(widest),
+                     "inputs as bf16 hi + lo"});
+  for (const MemoryItem& i : m.items) m.total += i.bytes;
+  return m;
 }
 
 double LossHeadBytes(const ModelConfig& c, int64_t tokens) {

@@ -38,6 +38,10 @@ int64_t FullFineTuneParameters(const ModelConfig& c);
 // The T × V logits never exist at once.
 double LossHeadBytes(const ModelConfig& c, int64_t tokens);
 
+// LoRA's trainable elements at rank r when every projection that exists is adapted
+// (LoraProjections): rank · (in + out) per module.
+int64_t LoraParameters(const ModelConfig& c, int rank);
+
 struct MemoryItem {
   std::string what;
   double bytes = 0;
@@ -53,5 +57,16 @@ struct FullFineTuneMemory {
   double total = 0;
 };
 FullFineTuneMemory EstimateFullFineTune(const ModelConfig& c, int weight_bytes, int64_t tokens, bool remat);
+
+// The GPU trainer's device memory for LoRA (docs/TRAIN.md, "On a GPU"): the base in bf16, the
+// factors, their gradients and AdamW's moments in f32, the f32 activations of a micro-batch of
+// `tokens`, the attention's workspace (kernels/attention_train_workspace.h, bf16 or f32
+// operands), the loss head's chunk of logits and cuBLASLt's workspace and staging.
+struct GpuLoraMemory {
+  int64_t trainable = 0;
+  std::vector<MemoryItem> items;
+  double total = 0;
+};
+GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int rank, bool remat, bool bf16_products);
 
 }  // namespace gk

@@ -77,5 +77,27 @@ TEST(TrainingMemory, FullFineTuneParametersAreWhatFullParamsTrains) {
   }
 }
 
+// LoRA's count is the adapter's (every projection adapted), and the GPU trainer's estimate adds
+// up its items: 16 B per trainable parameter for factors, gradients and moments, 2 B per weight.
+TEST(TrainingMemory, LoraParametersAreTheAdaptersAndTheGpuEstimateAddsUp) {
+  for (const char* preset : {"tiny", "tiny-e2b", "tiny-moe", "gemma3-270m"}) {
+    const ModelConfig c = ToyConfig(preset, 5);
+    LoraOptions o;
+    o.rank = 6;
+    auto a = LoraAdapter::Create(c, "model.", o);
+    ASSERT_TRUE(a.ok()) << a.message();
+    int64_t n = 0;
+    for (const LoraModule& m : a->modules()) n += int64_t(m.a.size() + m.b.size());
+    EXPECT_EQ(LoraParameters(c, 6), n) << preset;
+    EXPECT_EQ(a->ParameterCount(), n);
+    const GpuLoraMemory g = EstimateGpuLoraTraining(c, 300, 6, true, true);
+    EXPECT_EQ(g.trainable, n);
+    double sum = 0;
+    for (const MemoryItem& i : g.items) sum += i.bytes;
+    EXPECT_DOUBLE_EQ(g.total, sum);
+    EXPECT_GT(g.total, 16.0 * double(n) + 2.0 * double(c.ParameterCount()));
+  }
+}
+
 }  // namespace
 }  // namespace gk
