@@ -678,7 +678,9 @@ Status CudaModel::Impl::RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, 
   }
   if (it == graphs.end()) {
     if (warmed_batches.insert(T).second) return Forward(T, R, pool, tokens);
-    GK_RETURN_IF_ERROR(Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing a decode step"));
+    // Relaxed: the kernels' wrappers call cudaFuncSetAttribute and cudaGetDevice, which the
+    // stricter modes may refuse while capturing; nothing in Forward allocates or synchronizes.
+    GK_RETURN_IF_ERROR(Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "capturing a decode step"));
     const Status queued = Forward(T, R, pool, tokens);
     cudaGraph_t graph = nullptr;
     const Status captured = Check(cudaStreamEndCapture(stream, &graph), "capturing a decode step");
