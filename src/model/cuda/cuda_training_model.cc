@@ -1,0 +1,536 @@
+#include "model/cuda/cuda_training_model.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cuda/attention_train.h"
+#include "kernels/cuda/cuda_memory.h"
+#include "kernels/cuda/decoder_ops.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/loss_head.h"
+#include "kernels/cuda/row_ops.h"
+#include "kernels/cuda/train_ops.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/decoder_constants.h"
+
+namespace gk {
+
+using cuda::Check;
+using cuda::DeviceBuffer;
+using cuda::DeviceMatrix;
+
+Status CheckCudaTrainingSupport(const ModelConfig& c, const LoraAdapter* adapter) {
+  if (c.hidden_size_per_layer_input > 0) return Status::Error("the GPU trainer does not run per-layer embeddings (E2B/E4B) yet");
+  if (c.enable_moe_block) return Status::Error("the GPU trainer does not run the MoE block (26B-A4B) yet");
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (c.IsKvShared(l)) return Status::Error("the GPU trainer does not run KV-shared layers yet");
+  }
+  if (adapter == nullptr) return Status::Error("the GPU trainer trains LoRA adapters; full fine-tuning runs on the CPU");
+  if (adapter->options().dropout > 0) return Status::Error("the GPU trainer does not apply LoRA dropout yet: set lora.dropout = 0");
+  return Status::Ok();
+}
+
+namespace {
+
+// One LoRA module's factors and gradients on the device.
+struct DeviceLora {
+  LoraModule* host = nullptr;
+  DeviceBuffer<float> a, b, grad_a, grad_b;  // (r, in), (out, r)
+};
+
+// y (T × N) = alpha · op(x) · op(w) + beta · y in f32 (LoRA's products).
+Status F32Product(cuda::GemmRunner& gemm, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, bool x_trans,
+                  const float* w, int64_t ldw, bool w_trans, float* y, int64_t ldy, float alpha, float beta) {
+  cuda::BatchedProduct p;
+  p.dtype = DType::kF32;
+  p.M = M, p.N = N, p.K = K;
+  p.x = x, p.ldx = ldx, p.x_trans = x_trans;
+  p.w = w, p.ldw = ldw, p.w_trans = w_trans;
+  p.y = y, p.ldy = ldy;
+  p.alpha = alpha, p.beta = beta;
+  return gemm.RunBatched(p);
+}
+
+}  // namespace
+
+struct CudaTrainingModel::Impl {
+  ModelConfig c;
+  CudaTrainingOptions opt;
+  LoraAdapter* adapter = nullptr;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::GemmRunner> gemm;
+  cuda::TrainAttention attention;
+  cuda::LossHead head;
+
+  // The frozen base: one allocation.
+  struct Layer {
+    DeviceMatrix q, k, v, o, gate, up, down;
+    const float *input_norm = nullptr, *post_attn_norm = nullptr, *pre_ffw_norm = nullptr, *post_ffw_norm = nullptr;
+    const float *q_norm = nullptr, *k_norm = nullptr;
+    float layer_scalar = 1.f;
+    int lora[kNumLoraTargets] = {-1, -1, -1, -1, -1, -1, -1};  // index into `lora`
+  };
+  DeviceBuffer<std::byte> arena;
+  uint64_t weight_bytes = 0, other_bytes = 0;
+  std::vector<Layer> layers;
+  DeviceMatrix embed;
+  const float* final_norm = nullptr;
+  float embed_scale = 1.f;
+  std::vector<DeviceLora> lora;
+  LayerRope rope;
+  std::vector<int64_t> rope_offset;  // per RoPE slot: its table's offset in rope_table
+
+  // The running micro-batch.
+  int64_t T = 0, R = 0;
+  std::vector<int32_t> h_ids, h_row_start, h_loss_rows, h_targets;
+  std::vector<float> h_rope;
+  DeviceBuffer<int32_t> ids, row_start, loss_rows, targets;
+  DeviceBuffer<float> rope_table;
+
+  // Activations of one layer (remat: every layer's are recomputed before its backward pass),
+  // the layers' inputs, and the backward pass's gradients; sized for max_tokens.
+  DeviceBuffer<float> inputs;  // (L + 1) × T × D
+  DeviceBuffer<float> xn, q_raw, k_raw, v_raw, q, k, v, att, lse, o, x1, xn2, g, up, act, m, u;
+  DeviceBuffer<float> dx, dxn, dd, dq, dk, dv, datt, df1, df2, df3, du, hrows, hn, dhn, ones;
+
+  ~Impl() {
+    lora.clear();
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  Status Upload(const ModelWeights& w);
+  Status Allocate();
+  Status Prepare(std::span<const TrainRowView> rows);
+  Status Forward(int l, const float* x_in, float* x_out);
+  Status Backward(int l, const float* x_in, float* dx_io);
+  Status Linear(int l, LoraTarget t, const DeviceMatrix& w, const float* x, float* y);
+  Status LinearBackward(int l, LoraTarget t, const DeviceMatrix& w, const float* x, const float* dy, float* dx,
+                        bool accumulate);
+  cuda::TrainAttentionArgs AttentionArgs(int l);
+  float* U(LoraTarget t) { return u.data() + int64_t(int(t)) * opt.max_tokens * std::max(adapter->rank(), 1); }
+  Status Run(std::span<const TrainRowView> rows, float loss_scale, bool backward, MicroBatchStats* stats);
+};
+
+// Matrices and norms into one device allocation (256-byte aligned pieces).
+Status CudaTrainingModel::Impl::Upload(const ModelWeights& w) {
+  struct Piece {
+    const void* host;
+    uint64_t bytes, offset;
+  };
+  std::vector<Piece> pieces;
+  uint64_t total = 0;
+  auto add = [&](const void* host, uint64_t bytes) {
+    pieces.push_back({host, bytes, total});
+    total += (bytes + 255) / 256 * 256;
+    return pieces.size() - 1;
+  };
+  auto check = [&](const MatrixView& m, const char* what) -> Status {
+    if (m.empty()) return Status::Ok();
+    if ((m.dtype != DType::kBF16 && m.dtype != DType::kF32) || m.packed) {
+      return Status::Error(StrCat("the GPU trainer takes bf16 or f32 weights, not ", DTypeName(m.dtype), m.packed ? " packed" : "",
+                                  " (", what, ")"));
+    }
+    return Status::Ok();
+  };
+  GK_RETURN_IF_ERROR(check(w.embed, "embed_tokens"));
+  const size_t embed_i = add(w.embed.data, uint64_t(w.embed.bytes()));
+  const size_t final_i = add(w.final_norm.data(), w.final_norm.size() * sizeof(float));
+  struct LayerPieces {
+    size_t mats[7], vecs[6];
+  };
+  std::vector<LayerPieces> lp(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& L = w.layers[l];
+    const MatrixView* mats[7] = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down};
+    const std::vector<float>* vecs[6] = {&L.input_norm, &L.post_attn_norm, &L.pre_ffw_norm, &L.post_ffw_norm, &L.q_norm, &L.k_norm};
+    for (int i = 0; i < 7; ++i) {
+      GK_RETURN_IF_ERROR(check(*mats[i], "a layer's projection"));
+      lp[l].mats[i] = add(mats[i]->data, uint64_t(mats[i]->bytes()));
+    }
+    for (int i = 0; i < 6; ++i) lp[l].vecs[i] = add(vecs[i]->data(), vecs[i]->size() * sizeof(float));
+  }
+  weight_bytes = total;
+  size_t free_bytes = 0, total_bytes = 0;
+  GK_RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  if (total > free_bytes) {
+    return Status::Error(StrCat("the model's weights take ", double(total) / double(1 << 30), " GiB; cuda:", opt.device, " has ",
+                                double(free_bytes) / double(1 << 30), " GiB free"));
+  }
+  GK_ASSIGN_OR_RETURN(arena, DeviceBuffer<std::byte>::Allocate(std::max<uint64_t>(total, 1)));
+  for (const Piece& p : pieces) {
+    if (p.bytes == 0) continue;
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(arena.data() + p.offset, p.host, p.bytes, cudaMemcpyHostToDevice, stream),
+                             "copying the weights to the GPU"));
+  }
+  auto at = [&](size_t i) { return pieces[i].bytes ? static_cast<const void*>(arena.data() + pieces[i].offset) : nullptr; };
+  auto matrix = [&](const MatrixView& m, size_t i) { return DeviceMatrix{m.dtype, m.rows, m.cols, at(i)}; };
+  embed = matrix(w.embed, embed_i);
+  final_norm = static_cast<const float*>(at(final_i));
+  layers.resize(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& L = w.layers[l];
+    Layer& d = layers[l];
+    d.q = matrix(L.q, lp[l].mats[0]);
+    d.k = matrix(L.k, lp[l].mats[1]);
+    d.v = matrix(L.v, lp[l].mats[2]);
+    d.o = matrix(L.o, lp[l].mats[3]);
+    d.gate = matrix(L.gate, lp[l].mats[4]);
+    d.up = matrix(L.up, lp[l].mats[5]);
+    d.down = matrix(L.down, lp[l].mats[6]);
+    const float** vecs[6] = {&d.input_norm, &d.post_attn_norm, &d.pre_ffw_norm, &d.post_ffw_norm, &d.q_norm, &d.k_norm};
+    for (int i = 0; i < 6; ++i) *vecs[i] = static_cast<const float*>(at(lp[l].vecs[i]));
+    d.layer_scalar = L.layer_scalar;
+  }
+  return Check(cudaStreamSynchronize(stream), "copying the weights to the GPU");
+}
+
+Status CudaTrainingModel::Impl::Allocate() {
+  const int64_t T = opt.max_tokens, D = c.hidden_size, N = c.num_heads, r = std::max(adapter->rank(), 1);
+  int64_t H = 0, K = 0, F = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    H = std::max<int64_t>(H, c.HeadDim(l));
+    K = std::max<int64_t>(K, c.KvHeads(l));
+    F = std::max<int64_t>(F, c.MlpWidth(l));
+  }
+  const int64_t NH = N * H, KH = K * H;
+  auto alloc = [&](DeviceBuffer<float>& b, int64_t n) -> Status {
+    GK_ASSIGN_OR_RETURN(b, DeviceBuffer<float>::Allocate(size_t(std::max<int64_t>(n, 1))));
+    other_bytes += uint64_t(std::max<int64_t>(n, 1)) * sizeof(float);
+    return Status::Ok();
+  };
+  GK_RETURN_IF_ERROR(alloc(inputs, int64_t(c.num_layers + 1) * T * D));
+  for (auto* b : {&xn, &o, &x1, &xn2, &m, &dx, &dxn, &dd, &hrows, &hn, &dhn}) GK_RETURN_IF_ERROR(alloc(*b, T * D));
+  for (auto* b : {&q_raw, &q, &att, &dq, &datt}) GK_RETURN_IF_ERROR(alloc(*b, T * NH));
+  for (auto* b : {&k_raw, &v_raw, &k, &v, &dk, &dv}) GK_RETURN_IF_ERROR(alloc(*b, T * KH));
+  for (auto* b : {&g, &up, &act, &df1, &df2, &df3}) GK_RETURN_IF_ERROR(alloc(*b, T * F));
+  GK_RETURN_IF_ERROR(alloc(lse, N * T));
+  GK_RETURN_IF_ERROR(alloc(u, int64_t(kNumLoraTargets) * T * r));
+  GK_RETURN_IF_ERROR(alloc(du, T * r));
+  GK_RETURN_IF_ERROR(alloc(ones, T));
+  const std::vector<float> h_ones(static_cast<size_t>(T), 1.f);
+  GK_RETURN_IF_ERROR(Check(cudaMemcpy(ones.data(), h_ones.data(), size_t(T) * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy"));
+  int64_t rope_floats = 0;
+  for (int H_slot : rope.head_dim) {
+    rope_offset.push_back(rope_floats);
+    rope_floats += T * H_slot;
+  }
+  GK_RETURN_IF_ERROR(alloc(rope_table, rope_floats));
+  h_rope.resize(size_t(std::max<int64_t>(rope_floats, 1)));
+  GK_ASSIGN_OR_RETURN(ids, DeviceBuffer<int32_t>::Allocate(size_t(T)));
+  GK_ASSIGN_OR_RETURN(row_start, DeviceBuffer<int32_t>::Allocate(size_t(T)));
+  GK_ASSIGN_OR_RETURN(loss_rows, DeviceBuffer<int32_t>::Allocate(size_t(T)));
+  GK_ASSIGN_OR_RETURN(targets, DeviceBuffer<int32_t>::Allocate(size_t(T)));
+  // The adapter's factors and gradients.
+  for (LoraModule& mod : adapter->modules()) {
+    DeviceLora d;
+    d.host = &mod;
+    GK_ASSIGN_OR_RETURN(d.a, DeviceBuffer<float>::Allocate(mod.a.size()));
+    GK_ASSIGN_OR_RETURN(d.b, DeviceBuffer<float>::Allocate(mod.b.size()));
+    GK_ASSIGN_OR_RETURN(d.grad_a, DeviceBuffer<float>::Allocate(mod.a.size()));
+    GK_ASSIGN_OR_RETURN(d.grad_b, DeviceBuffer<float>::Allocate(mod.b.size()));
+    other_bytes += 2 * (mod.a.size() + mod.b.size()) * sizeof(float);
+    GK_RETURN_IF_ERROR(Check(cudaMemset(d.grad_a.data(), 0, mod.a.size() * sizeof(float)), "cudaMemset"));
+    GK_RETURN_IF_ERROR(Check(cudaMemset(d.grad_b.data(), 0, mod.b.size() * sizeof(float)), "cudaMemset"));
+    layers[size_t(mod.layer)].lora[int(mod.target)] = int(lora.size());
+    lora.push_back(std::move(d));
+  }
+  return Status::Ok();
+}
+
+// The micro-batch: ids, each token's row start, the target rows (a token whose next one in its
+// row is a target) and RoPE's angles at each token's position in its row.
+Status CudaTrainingModel::Impl::Prepare(std::span<const TrainRowView> rows) {
+  h_ids.clear();
+  h_row_start.clear();
+  h_loss_rows.clear();
+  h_targets.clear();
+  std::vector<int64_t> pos;
+  for (const TrainRowView& r : rows) {
+    if (r.tokens.empty()) return Status::Error("training: empty row");
+    if (r.loss_mask.size() != r.tokens.size()) {
+      return Status::Error(StrCat("training: loss mask has ", r.loss_mask.size(), " entries for ", r.tokens.size(), " tokens"));
+    }
+    const int32_t first = int32_t(h_ids.size());
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+      const int32_t id = r.tokens[i];
+      if (id < 0 || id >= c.vocab_size) {
+        return Status::Error(StrCat("training: token id ", id, " outside the vocabulary (", c.vocab_size, ")"));
+      }
+      if (i + 1 < r.tokens.size() && r.loss_mask[i + 1]) {
+        h_loss_rows.push_back(int32_t(h_ids.size()));
+        h_targets.push_back(r.tokens[i + 1]);
+      }
+      h_ids.push_back(id);
+      h_row_start.push_back(first);
+      pos.push_back(int64_t(i));
+    }
+  }
+  T = int64_t(h_ids.size());
+  R = int64_t(h_loss_rows.size());
+  if (T == 0) return Status::Error("training: empty micro-batch");
+  if (T > opt.max_tokens) return Status::Error(StrCat("training: micro-batch of ", T, " tokens exceeds max_tokens ", opt.max_tokens));
+  auto up = [&](DeviceBuffer<int32_t>& d, const std::vector<int32_t>& h) {
+    return Check(cudaMemcpyAsync(d.data(), h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+                 "copying the micro-batch to the GPU");
+  };
+  GK_RETURN_IF_ERROR(up(ids, h_ids));
+  GK_RETURN_IF_ERROR(up(row_start, h_row_start));
+  if (R > 0) {
+    GK_RETURN_IF_ERROR(up(loss_rows, h_loss_rows));
+    GK_RETURN_IF_ERROR(up(targets, h_targets));
+  }
+  for (size_t s = 0; s < rope.head_dim.size(); ++s) {
+    const int64_t H = rope.head_dim[s];
+    float* table = h_rope.data() + rope_offset[s];
+    for (int64_t t = 0; t < T; ++t) RopeCosSin(rope.inv_freq[s].data(), H / 2, pos[size_t(t)], table + t * H);
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(rope_table.data() + rope_offset[s], table, size_t(T * H) * sizeof(float),
+                                             cudaMemcpyHostToDevice, stream), "copying RoPE angles to the GPU"));
+  }
+  // Synchronous: the host vectors are reused by the next micro-batch.
+  return Check(cudaStreamSynchronize(stream), "copying the micro-batch to the GPU");
+}
+
+// y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ, keeping u = x·Aᵀ for the backward pass.
+Status CudaTrainingModel::Impl::Linear(int l, LoraTarget t, const DeviceMatrix& w, const float* x, float* y) {
+  GK_RETURN_IF_ERROR(gemm->Run(w, x, T, y));
+  const int i = layers[size_t(l)].lora[int(t)];
+  if (i < 0) return Status::Ok();
+  const DeviceLora& d = lora[size_t(i)];
+  const int64_t r = adapter->rank(), in = d.host->in, out = d.host->out;
+  GK_RETURN_IF_ERROR(F32Product(*gemm, T, r, in, x, in, false, d.a.data(), in, false, U(t), r, 1.f, 0.f));
+  return F32Product(*gemm, T, out, r, U(t), r, false, d.b.data(), r, false, y, out, adapter->scaling(), 1.f);
+}
+
+// dx (+)= dy·W + du·A with du = s·dy·B; dB += s·dyᵀ·u and dA += duᵀ·x (TrainingModel::LinearBackward).
+Status CudaTrainingModel::Impl::LinearBackward(int l, LoraTarget t, const DeviceMatrix& w, const float* x, const float* dy,
+                                               float* dx_out, bool accumulate) {
+  GK_RETURN_IF_ERROR(gemm->RunInputGrad(w, dy, T, dx_out, accumulate));
+  const int i = layers[size_t(l)].lora[int(t)];
+  if (i < 0) return Status::Ok();
+  DeviceLora& d = lora[size_t(i)];
+  const int64_t r = adapter->rank(), in = d.host->in, out = d.host->out;
+  const float s = adapter->scaling();
+  GK_RETURN_IF_ERROR(F32Product(*gemm, out, r, T, dy, out, true, U(t), r, true, d.grad_b.data(), r, s, 1.f));
+  GK_RETURN_IF_ERROR(F32Product(*gemm, T, r, out, dy, out, false, d.b.data(), r, true, du.data(), r, s, 0.f));
+  GK_RETURN_IF_ERROR(F32Product(*gemm, r, in, T, du.data(), r, true, x, in, true, d.grad_a.data(), in, 1.f, 1.f));
+  return F32Product(*gemm, T, in, r, du.data(), r, false, d.a.data(), in, true, dx_out, in, 1.f, 1.f);
+}
+
+cuda::TrainAttentionArgs CudaTrainingModel::Impl::AttentionArgs(int l) {
+  cuda::TrainAttentionArgs a;
+  a.T = T;
+  a.row_start = row_start.data();
+  a.host_row_start = h_row_start;
+  a.num_heads = c.num_heads;
+  a.kv_heads = c.KvHeads(l);
+  a.head_dim = c.HeadDim(l);
+  a.scale = AttentionScale(c);
+  a.window = c.IsFull(l) ? 0 : c.sliding_window;
+  a.dtype = opt.precision == TrainPrecision::kBf16 ? DType::kBF16 : DType::kF32;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.out = att.data();
+  a.lse = lse.data();
+  return a;
+}
+
+// TrainingModel::LayerForward on the device (dense layers): x_out from x_in, this layer's
+// activations left in the buffers for Backward.
+Status CudaTrainingModel::Impl::Forward(int l, const float* x_in, float* x_out) {
+  const Layer& L = layers[size_t(l)];
+  const int64_t D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), F = c.MlpWidth(l);
+  const float eps = c.rms_norm_eps;
+  const float* cos_sin = rope_table.data() + rope_offset[size_t(rope.slot[size_t(l)])];
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(x_in, L.input_norm, T, D, eps, xn.data(), stream));
+  GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kQ, L.q, xn.data(), q_raw.data()));
+  GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kK, L.k, xn.data(), k_raw.data()));
+  if (c.KEqV(l)) {  // V is the raw K projection (LoRA included), before k_norm and RoPE
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(v_raw.data(), k_raw.data(), size_t(T * K * H) * sizeof(float),
+                                             cudaMemcpyDeviceToDevice, stream), "copying K to V"));
+  } else {
+    GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kV, L.v, xn.data(), v_raw.data()));
+  }
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(q_raw.data(), L.q_norm, T * N, H, eps, q.data(), stream));
+  GK_RETURN_IF_ERROR(cuda::RopeRows(q.data(), T, N, H, cos_sin, stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(k_raw.data(), L.k_norm, T * K, H, eps, k.data(), stream));
+  GK_RETURN_IF_ERROR(cuda::RopeRows(k.data(), T, K, H, cos_sin, stream));
+  if (c.arch == Arch::kGemma4) {
+    GK_RETURN_IF_ERROR(cuda::RmsNormRows(v_raw.data(), nullptr, T * K, H, eps, v.data(), stream));
+  } else {
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(v.data(), v_raw.data(), size_t(T * K * H) * sizeof(float),
+                                             cudaMemcpyDeviceToDevice, stream), "copying V"));
+  }
+  GK_RETURN_IF_ERROR(attention.Forward(AttentionArgs(l), *gemm, stream));
+  GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kO, L.o, att.data(), o.data()));
+  // x1 = x_in + RmsNorm(o); x2 = x1 + RmsNorm(down(gelu(gate)·up)); x_out = x2 · layer_scalar.
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(x1.data(), x_in, size_t(T * D) * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+                           "copying the residual"));
+  GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(o.data(), L.post_attn_norm, T, D, eps, x1.data(), stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(x1.data(), L.pre_ffw_norm, T, D, eps, xn2.data(), stream));
+  GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kGate, L.gate, xn2.data(), g.data()));
+  GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kUp, L.up, xn2.data(), up.data()));
+  GK_RETURN_IF_ERROR(cuda::GeluTanhMul(g.data(), up.data(), T * F, act.data(), stream));
+  GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kDown, L.down, act.data(), m.data()));
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(x_out, x1.data(), size_t(T * D) * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+                           "copying the residual"));
+  GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(m.data(), L.post_ffw_norm, T, D, eps, x_out, stream));
+  if (L.layer_scalar != 1.f) GK_RETURN_IF_ERROR(cuda::ScaleRows(x_out, T * D, L.layer_scalar, stream));
+  return Status::Ok();
+}
+
+// TrainingModel::LayerBackward on the device: dx_io is the gradient of the layer's output on
+// entry, of its input on return; the layer's activations are Forward's (just recomputed).
+Status CudaTrainingModel::Impl::Backward(int l, const float* x_in, float* dx_io) {
+  const Layer& L = layers[size_t(l)];
+  const int64_t D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), F = c.MlpWidth(l);
+  const float eps = c.rms_norm_eps;
+  const float* cos_sin = rope_table.data() + rope_offset[size_t(rope.slot[size_t(l)])];
+  if (L.layer_scalar != 1.f) GK_RETURN_IF_ERROR(cuda::ScaleRows(dx_io, T * D, L.layer_scalar, stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(m.data(), L.post_ffw_norm, T, D, eps, dx_io, dd.data(), false, stream));
+  GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kDown, L.down, act.data(), dd.data(), df1.data(), false));
+  GK_RETURN_IF_ERROR(cuda::GeluTanhMulBackward(g.data(), up.data(), df1.data(), T * F, df2.data(), df3.data(), stream));
+  GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kGate, L.gate, xn2.data(), df2.data(), dxn.data(), false));
+  GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kUp, L.up, xn2.data(), df3.data(), dxn.data(), true));
+  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(x1.data(), L.pre_ffw_norm, T, D, eps, dxn.data(), dx_io, true, stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(o.data(), L.post_attn_norm, T, D, eps, dx_io, dd.data(), false, stream));
+  GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kO, L.o, att.data(), dd.data(), datt.data(), false));
+  GK_RETURN_IF_ERROR(attention.Backward(AttentionArgs(l), datt.data(), dq.data(), dk.data(), dv.data(), *gemm, stream));
+  GK_RETURN_IF_ERROR(cuda::RopeRowsBackward(dq.data(), T, N, H, cos_sin, stream));
+  GK_RETURN_IF_ERROR(cuda::RopeRowsBackward(dk.data(), T, K, H, cos_sin, stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(q_raw.data(), L.q_norm, T * N, H, eps, dq.data(), dq.data(), false, stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(k_raw.data(), L.k_norm, T * K, H, eps, dk.data(), dk.data(), false, stream));
+  if (c.arch == Arch::kGemma4) {
+    GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(v_raw.data(), nullptr, T * K, H, eps, dv.data(), dv.data(), false, stream));
+  }
+  if (c.KEqV(l)) {  // V was the raw K projection: its gradient joins K's
+    GK_RETURN_IF_ERROR(cuda::AddScale(dk.data(), dv.data(), T * K * H, 1.f, stream));
+  }
+  GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kQ, L.q, xn.data(), dq.data(), dxn.data(), false));
+  GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kK, L.k, xn.data(), dk.data(), dxn.data(), true));
+  if (!c.KEqV(l)) GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kV, L.v, xn.data(), dv.data(), dxn.data(), true));
+  return cuda::RmsNormBackwardRows(x_in, L.input_norm, T, D, eps, dxn.data(), dx_io, true, stream);
+}
+
+// One micro-batch: embed, every layer forward (keeping its input), the loss head over the
+// target rows, then (backward) every layer recomputed and run backward, last to first.
+Status CudaTrainingModel::Impl::Run(std::span<const TrainRowView> rows, float loss_scale, bool backward,
+                                    MicroBatchStats* stats) {
+  GK_RETURN_IF_ERROR(Check(cudaSetDevice(opt.device), "cudaSetDevice"));
+  GK_RETURN_IF_ERROR(Prepare(rows));
+  const int64_t D = c.hidden_size, Lc = c.num_layers;
+  auto input = [&](int64_t l) { return inputs.data() + l * T * D; };
+  GK_RETURN_IF_ERROR(cuda::EmbedRows(embed.data, embed.dtype, embed.rows, D, ids.data(), T, embed_scale, -1, input(0), stream));
+  for (int l = 0; l < Lc; ++l) GK_RETURN_IF_ERROR(Forward(l, input(l), input(l + 1)));
+  MicroBatchStats mb;
+  mb.tokens = T;
+  mb.targets = R;
+  if (R > 0) {
+    GK_RETURN_IF_ERROR(cuda::GatherRows(input(Lc), D, loss_rows.data(), R, hrows.data(), stream));
+    GK_RETURN_IF_ERROR(cuda::RmsNormRows(hrows.data(), final_norm, R, D, c.rms_norm_eps, hn.data(), stream));
+    cuda::LossHeadArgs la;
+    la.h = hn.data();
+    la.R = R;
+    la.embed = embed;
+    la.targets = targets.data();
+    la.cap = c.final_logit_softcap;
+    la.scale = loss_scale;
+    la.dh = backward ? dhn.data() : nullptr;
+    GK_ASSIGN_OR_RETURN(const cuda::LossHeadResult loss, head.Run(la, *gemm, stream));
+    mb.loss_sum = loss.loss_sum;
+    mb.correct = loss.correct;
+  }
+  if (backward) {
+    // dx of the last layer's output: the target rows' gradient through the final norm, zero elsewhere.
+    GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(dx.data(), 0, size_t(T * D) * sizeof(float), stream), "cudaMemset"));
+    if (R > 0) {
+      GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(hrows.data(), final_norm, R, D, c.rms_norm_eps, dhn.data(), dd.data(),
+                                                   false, stream));
+      GK_RETURN_IF_ERROR(cuda::ScatterAddRows(dd.data(), D, loss_rows.data(), ones.data(), R, dx.data(), stream));
+    }
+    for (int l = Lc - 1; l >= 0; --l) {
+      GK_RETURN_IF_ERROR(Forward(l, input(l), input(l + 1)));  // remat: this layer's activations again
+      GK_RETURN_IF_ERROR(Backward(l, input(l), dx.data()));
+    }
+  }
+  GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the training step on the GPU"));
+  if (stats != nullptr) {
+    stats->loss_sum += mb.loss_sum;
+    stats->targets += mb.targets;
+    stats->correct += mb.correct;
+    stats->tokens += mb.tokens;
+  }
+  return Status::Ok();
+}
+
+CudaTrainingModel::CudaTrainingModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaTrainingModel::~CudaTrainingModel() = default;
+
+Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Create(const ModelConfig& config, const ModelWeights& weights,
+                                                                   LoraAdapter* adapter, const CudaTrainingOptions& options) {
+  GK_RETURN_IF_ERROR(CheckCudaTrainingSupport(config, adapter));
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.c = config;
+  m.opt = options;
+  m.opt.max_tokens = std::max<int64_t>(2, options.max_tokens);
+  m.adapter = adapter;
+  GK_RETURN_IF_ERROR(Check(cudaSetDevice(options.device), "cudaSetDevice"));
+  GK_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+  m.embed_scale = ScaleInDtype(config.hidden_size, weights.checkpoint_dtype);
+  m.rope = MakeLayerRope(config);
+  GK_RETURN_IF_ERROR(m.Upload(weights));
+  GK_RETURN_IF_ERROR(m.Allocate().Wrap(StrCat("training buffers for ", m.opt.max_tokens, " tokens on cuda:", options.device)));
+  GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
+  std::unique_ptr<CudaTrainingModel> model(new CudaTrainingModel(std::move(impl)));
+  GK_RETURN_IF_ERROR(model->UploadFactors());
+  return model;
+}
+
+Status CudaTrainingModel::ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t /*dropout_key*/,
+                                          MicroBatchStats* stats) {
+  // bf16 precision rounds the base products' activations to bf16, as TrainingModel does.
+  SetBf16Activations(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
+  return impl_->Run(rows, loss_scale, true, stats);
+}
+
+Status CudaTrainingModel::Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats) {
+  SetBf16Activations(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
+  return impl_->Run(rows, 1.f, false, stats);
+}
+
+Status CudaTrainingModel::DownloadGradients() {
+  Impl& m = *impl_;
+  GK_RETURN_IF_ERROR(Check(cudaSetDevice(m.opt.device), "cudaSetDevice"));
+  for (DeviceLora& d : m.lora) {
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(d.host->grad_a.data(), d.grad_a.data(), d.host->grad_a.size() * sizeof(float),
+                                             cudaMemcpyDeviceToHost, m.stream), "copying LoRA gradients from the GPU"));
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(d.host->grad_b.data(), d.grad_b.data(), d.host->grad_b.size() * sizeof(float),
+                                             cudaMemcpyDeviceToHost, m.stream), "copying LoRA gradients from the GPU"));
+    GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(d.grad_a.data(), 0, d.grad_a.size() * sizeof(float), m.stream), "cudaMemset"));
+    GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(d.grad_b.data(), 0, d.grad_b.size() * sizeof(float), m.stream), "cudaMemset"));
+  }
+  return Check(cudaStreamSynchronize(m.stream), "copying LoRA gradients from the GPU");
+}
+
+Status CudaTrainingModel::UploadFactors() {
+  Impl& m = *impl_;
+  GK_RETURN_IF_ERROR(Check(cudaSetDevice(m.opt.device), "cudaSetDevice"));
+  for (DeviceLora& d : m.lora) {
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(d.a.data(), d.host->a.data(), d.host->a.size() * sizeof(float),
+                                             cudaMemcpyHostToDevice, m.stream), "copying LoRA factors to the GPU"));
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(d.b.data(), d.host->b.data(), d.host->b.size() * sizeof(float),
+                                             cudaMemcpyHostToDevice, m.stream), "copying LoRA factors to the GPU"));
+  }
+  return Check(cudaStreamSynchronize(m.stream), "copying LoRA factors to the GPU");
+}
+
+const ModelConfig& CudaTrainingModel::config() const { return impl_->c; }
+uint64_t CudaTrainingModel::device_bytes() const { return impl_->weight_bytes + impl_->other_bytes; }
+
+}  // namespace gk

@@ -1,0 +1,68 @@
+// LoRA fine-tuning's forward and backward passes on one CUDA device: TrainingModel's twin
+// (model/train/training_model.h has the contract and the formulas), for the GPU trainer of the
+// issue "CUDA training". The frozen base sits on the GPU in its checkpoint dtype (bf16 or f32),
+// the adapter's factors and their gradients in f32; each micro-batch is packed (rows
+// concatenated, attention never crossing a row) and every layer's forward pass is recomputed
+// just before its backward pass (remat): only the layers' inputs are kept.
+//
+// Runs dense Gemma 4 (K=V global layers, proportional RoPE, layer scalars) and Gemma 3.
+// Refused with one line: per-layer embeddings (E2B/E4B), KV sharing, the MoE block, LoRA
+// dropout, full fine-tuning (not yet on the GPU).
+//
+// Gradients accumulate on the device over micro-batches; DownloadGradients brings them into
+// the adapter's grad_a / grad_b (and zeroes the device's) for the host's optimizer step, after
+// which UploadFactors sends the updated factors back.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "model/config.h"
+#include "model/train/lora.h"
+#include "model/train/training_model.h"
+#include "model/weights.h"
+#include "util/result.h"
+
+namespace gk {
+
+struct CudaTrainingOptions {
+  int device = 0;
+  int64_t max_tokens = 4096;  // tokens per micro-batch the buffers are sized for
+  // kF32: the products in f32 (bf16 weights with split activations, f32-accurate), attention
+  // in f32; kBf16: bf16 weights take bf16-rounded activations and attention bf16 operands, with
+  // f32 accumulation (TrainingModel's bf16 precision).
+  TrainPrecision precision = TrainPrecision::kF32;
+};
+
+class CudaTrainingModel {
+ public:
+  // The adapter is the caller's and outlives the model; its factors are uploaded now.
+  static Result<std::unique_ptr<CudaTrainingModel>> Create(const ModelConfig& config, const ModelWeights& weights,
+                                                           LoraAdapter* adapter, const CudaTrainingOptions& options);
+  ~CudaTrainingModel();
+
+  // As TrainingModel::ForwardBackward (dropout_key unused: no dropout yet); the gradients add to
+  // the device's.
+  Status ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t dropout_key,
+                         MicroBatchStats* stats);
+  Status Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats);
+  // The device's accumulated gradients into the adapter's grad_a / grad_b (overwritten); the
+  // device's are zeroed.
+  Status DownloadGradients();
+  // The adapter's factors (changed on the host: an optimizer step, a restored checkpoint) to the device.
+  Status UploadFactors();
+
+  const ModelConfig& config() const;
+  // Device bytes the model holds: weights, factors and gradients, activations and workspaces.
+  uint64_t device_bytes() const;
+
+ private:
+  struct Impl;
+  explicit CudaTrainingModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Whether CudaTrainingModel runs this config and adapter: one line saying what it does not.
+Status CheckCudaTrainingSupport(const ModelConfig& c, const LoraAdapter* adapter);
+
+}  // namespace gk
