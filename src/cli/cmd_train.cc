@@ -159,6 +159,9 @@ int RunTrain(int argc, char** argv) {
   app.add_option("--set", overrides, "override a recipe key: --set lora.rank=8 --set out=runs/x (repeatable)");
   app.add_flag("--resume", resume, "continue from the newest complete checkpoint in the run directory");
   app.add_option("--threads", engine.threads, "worker threads (0 = all cores)");
+  app.add_option("--device", engine.device,
+                 "where the passes run: cpu (default) or cuda[:N] (one GPU, LoRA; the optimizer and checkpoints stay on "
+                 "the host, so a run resumes on either)");
   int tp = 1;
   app.add_option("--tp", tp,
                  "tensor parallelism under mpirun: groups of N ranks each hold the model split N ways (LoRA); "
@@ -170,6 +173,9 @@ int RunTrain(int argc, char** argv) {
   if (std::filesystem::is_directory(config_path, config_ec)) {  // an ifstream reads a directory as empty
     return Fail(StrCat("cannot read recipe ", config_path, ": is a directory"));
   }
+  auto device = ParseDeviceSpec(engine.device);
+  if (!device.ok()) return Fail(device.status());
+  if (Status st = CheckDeviceAvailable(*device); !st.ok()) return Fail(st);
   auto recipe = train::LoadRecipe(config_path);
   if (!recipe.ok()) return Fail(recipe.status());
   Status s = train::ApplyOverrides(*recipe, overrides);
@@ -207,7 +213,7 @@ int RunTrain(int argc, char** argv) {
   }
 
   ThreadPool pool(engine.threads);
-  auto trainer = train::Trainer::Create(*recipe, *dataset, &pool, resume, &comm, tp);
+  auto trainer = train::Trainer::Create(*recipe, *dataset, &pool, resume, &comm, tp, *device);
   if (!trainer.ok()) return Fail(trainer.status());
   // From here a rank that fails alone would leave the others in a collective: end them all.
   auto fail_all = [&](const Status& st) {

@@ -300,6 +300,10 @@ def bench_model_on_cuda(root, model):
     return ["bench", "model", "--model", model, "--device", "cuda"]
 
 
+def train_on_cuda(root, model):  # the device is checked before the recipe is read
+    return ["train", "--config", os.path.join(root, "no-such-recipe.toml"), "--device", "cuda:7"]
+
+
 def report_bad_run_json(root, model):
     a = write(os.path.join(root, "run_a", "run.json"), '{"label": "a", "price_per_hour": 1e999}')
     b = write(os.path.join(root, "run_b", "run.json"), '{"label": "b"}')
@@ -320,6 +324,7 @@ CMD_CASES = [
     ("generate --device cuda:1 without a usable GPU", generate_on_cuda, "--device cuda:1: "),
     ("serve --device cuda without a usable GPU", serve_on_cuda, "--device cuda:0: "),
     ("bench model --device cuda without a usable GPU", bench_model_on_cuda, "--device cuda:0: "),
+    ("train --device cuda:7 without a usable GPU", train_on_cuda, "--device cuda:7: "),
 ]
 
 

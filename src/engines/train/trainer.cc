@@ -23,6 +23,9 @@
 #include "model/train/lora_tensor_parallel.h"
 #include "model/train/training_memory.h"
 #include "model/train/training_model.h"
+#ifdef GK_HAVE_CUDA
+#include "model/cuda/cuda_training_model.h"
+#endif
 #include "model/weights.h"
 #include "util/atomic_file.h"
 #include "util/guarded_parse.h"
@@ -58,7 +61,8 @@ struct Trainer::State {
   TokenDataset dataset;
   ModelConfig config;
   std::unique_ptr<LoraAdapter> adapter;
-  std::unique_ptr<TrainingModel> model;
+  std::unique_ptr<TrainRunner> model;
+  DeviceSpec device;
   std::vector<Trainable> trainables;  // in optimizer order
   std::unique_ptr<AdamW> optimizer;
   WarmupCosineDecay schedule;
@@ -305,8 +309,20 @@ Status GatherWhole(Trainer::State& s) {
 }  // namespace
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainRecipe& recipe, const std::string& dataset_dir,
-                                                 ThreadPool* pool, bool resume, dist::Communicator* comm, int tp) {
+                                                 ThreadPool* pool, bool resume, dist::Communicator* comm, int tp,
+                                                 const DeviceSpec& device) {
   auto s = std::make_unique<State>();
+  s->device = device;
+  if (device.kind == DeviceKind::kCuda) {
+    if ((comm && comm->size() > 1) || tp > 1) {
+      return Status::Error(StrCat("--device ", device.ToString(), " trains on one GPU; data and tensor parallelism "
+                                  "(mpirun, --tp) run on CPUs"));
+    }
+    if (recipe.full_finetune) {
+      return Status::Error(StrCat("--device ", device.ToString(), " trains LoRA adapters; full fine-tuning runs on the CPU"));
+    }
+    GK_RETURN_IF_ERROR(CheckDeviceAvailable(device));
+  }
   if (!comm) {
     s->own_comm = dist::SingleProcessCommunicator();
     comm = s->own_comm.get();
@@ -413,7 +429,19 @@ Result<std::unique_ptr<Trainer>> Trainer::CreateLocal(const TrainRecipe& recipe,
         }
       }
     }
-    GK_ASSIGN_OR_RETURN(s->model, TrainingModel::Create(s->config, std::move(weights), s->adapter.get(), pool, to));
+    if (s->device.kind == DeviceKind::kCuda) {
+#ifdef GK_HAVE_CUDA
+      CudaTrainingOptions go;
+      go.device = s->device.index;
+      go.max_tokens = to.max_tokens;
+      go.precision = to.precision;
+      GK_ASSIGN_OR_RETURN(s->model, CudaTrainingModel::Create(s->config, weights, s->adapter.get(), go));
+#else
+      return Status::Error(StrCat("--device ", s->device.ToString(), ": this gemmakit was built without the CUDA backend"));
+#endif
+    } else {
+      GK_ASSIGN_OR_RETURN(s->model, TrainingModel::Create(s->config, std::move(weights), s->adapter.get(), pool, to));
+    }
     for (LoraModule& m : s->adapter->modules()) {
       s->trainables.push_back({LoraAdapter::KeyA(m), {s->adapter->rank(), m.in}, &m.a, &m.grad_a});
       s->trainables.push_back({LoraAdapter::KeyB(m), {m.out, s->adapter->rank()}, &m.b, &m.grad_b});
@@ -484,6 +512,7 @@ Result<std::unique_ptr<Trainer>> Trainer::CreateLocal(const TrainRecipe& recipe,
       }
     }
     if (FullParams* fp = s->model->full_params()) fp->Sync(*pool);  // the model computes with the restored masters
+    GK_RETURN_IF_ERROR(s->model->FactorsChanged());  // a GPU's copy of the restored factors
     s->start_step = st.value("step", int64_t(0));
     s->optimizer->set_step(st.value("optimizer_step", s->start_step));
     s->elapsed_before = st.value("elapsed_s", 0.0);
@@ -619,6 +648,7 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
     }
     GK_RETURN_IF_ERROR(comm_error);
     if (abandoned) break;
+    GK_RETURN_IF_ERROR(s.model->GradientsToHost());  // a GPU's accumulated gradients, for the optimizer
     // Tensor parallel: the factors the group shares get every rank's part of their gradient.
     if (s.tp.active()) GK_RETURN_IF_ERROR(ReduceLoraGradsOverTp(*s.adapter, s.full_config, s.tp));
     if (world > 1) GK_RETURN_IF_ERROR(AllReduceStep(comm, s.trainables, &flat_grads, &stats));
@@ -641,6 +671,7 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
     const double lr = s.schedule(step);
     s.optimizer->Step(params, lr);
     if (FullParams* fp = s.model->full_params()) fp->Sync(*s.pool);  // the next step computes with the new masters
+    GK_RETURN_IF_ERROR(s.model->FactorsChanged());                     // ... and a GPU with the new factors
 
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     StepLog log;
@@ -701,7 +732,8 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
                     {"threads", s.pool->size()},
                     {"hardware_threads", HardwareThreads()},
                     {"memory_bytes", TotalMemoryBytes()},
-                    {"accelerator", nullptr}}},
+                    {"accelerator", s.device.kind == DeviceKind::kCuda ? nlohmann::json(s.device.ToString())
+                                                                        : nlohmann::json(nullptr)}}},
       {"steps", {{"total", s.total_steps}, {"start", s.start_step}, {"done", step},
                  {"steps_per_epoch", s.order->steps_per_epoch()}}},
       {"stopped_early", s.stopped},
@@ -713,9 +745,11 @@ Status Trainer::Run(const std::atomic<bool>* stop, const std::function<void(cons
       {"tokens_per_s", double(run_tokens) / std::max(wall, 1e-9)},
       {"steps_per_s", double(steps_done) / std::max(wall, 1e-9)},
       {"final_loss", steps_done > 0 ? nlohmann::json(last_loss) : nlohmann::json(nullptr)},
-      {"memory", {{"remat", r.remat},
+      {"memory", {{"remat", r.remat || s.device.kind == DeviceKind::kCuda},  // the GPU trainer always remats
                   {"activation_bytes", s.peak_activation_bytes},
-                  {"peak_rss_bytes", PeakRssBytes()}}},
+                  {"peak_rss_bytes", PeakRssBytes()},
+                  {"device_peak_bytes", s.model->peak_device_bytes() > 0 ? nlohmann::json(s.model->peak_device_bytes())
+                                                                          : nlohmann::json(nullptr)}}},
       {"adapter", s.stopped || full ? nlohmann::json(nullptr) : nlohmann::json(r.out + "/adapter")},
       {"trained_model", s.stopped || !full ? nlohmann::json(nullptr) : nlohmann::json(r.out + "/model")},
   };

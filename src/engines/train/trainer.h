@@ -43,6 +43,7 @@
 
 #include "dist/communicator.h"
 #include "engines/train/recipe.h"
+#include "kernels/device.h"
 #include "tensor/thread_pool.h"
 #include "util/result.h"
 
@@ -67,9 +68,11 @@ class Trainer {
   // tp > 1: tensor parallel (LoRA): consecutive groups of tp ranks each hold one copy of the
   // model split tp ways (model/tensor_parallel.h); the comm's size must be a multiple of tp, and
   // the groups are data parallel to each other.
+  // device: where the passes run (cuda:N: one GPU, LoRA, no data or tensor parallelism; the
+  // optimizer and checkpoints stay on the host, so a run resumes on either device).
   static Result<std::unique_ptr<Trainer>> Create(const TrainRecipe& recipe, const std::string& dataset_dir,
                                                  ThreadPool* pool, bool resume, dist::Communicator* comm = nullptr,
-                                                 int tp = 1);
+                                                 int tp = 1, const DeviceSpec& device = DeviceSpec{});
   ~Trainer();
 
   // Runs to the last step (or until *stop). on_step is called after every step.

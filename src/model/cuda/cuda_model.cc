@@ -393,7 +393,10 @@ Result<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const ModelConfig& co
     return Status::Error(StrCat("random GPU weights are bf16 or f32, not ", DTypeName(dtype)));
   }
   GK_RETURN_IF_ERROR(ValidateModelConfig(config));
-  // The checkpoint's tensors with shapes and no data; vectors (norms, scales) are ones.
+  return Make(config, WeightShapes(config, dtype), o, seed | 1);
+}
+
+ModelWeights WeightShapes(const ModelConfig& config, DType dtype) {
   ModelWeights w;
   w.checkpoint_dtype = dtype;
   for (const WeightSlot& slot : WeightSlots(config, "model.", &w)) {
@@ -407,7 +410,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const ModelConfig& co
       *slot.scalar = 1.f;
     }
   }
-  return Make(config, w, o, seed | 1);
+  return w;
 }
 
 Result<std::unique_ptr<CudaModel>> CudaModel::Make(const ModelConfig& config, const ModelWeights& weights,

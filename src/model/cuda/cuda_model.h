@@ -80,6 +80,10 @@ class CudaModel final : public ModelRunner {
   std::unique_ptr<Impl> impl_;
 };
 
+// The checkpoint's tensors of config's shape in dtype with no data (the GPU runners fill such
+// matrices with random values: CreateRandom); vectors (norms, scales) are ones.
+ModelWeights WeightShapes(const ModelConfig& config, DType dtype);
+
 // Whether CudaModel runs a model of this config and these weights' dtypes: one line saying what
 // it does not run, else Ok. (Also checked by Create.)
 Status CheckCudaSupport(const ModelConfig& c, const ModelWeights& w);

@@ -10,12 +10,14 @@
 #include "kernels/cuda/attention_train.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/decoder_ops.h"
+#include "kernels/cuda/fill_random.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/loss_head.h"
 #include "kernels/cuda/row_ops.h"
 #include "kernels/cuda/train_ops.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/cuda/cuda_model.h"
 #include "model/decoder_constants.h"
 
 namespace gk {
@@ -76,7 +78,7 @@ struct CudaTrainingModel::Impl {
     int lora[kNumLoraTargets] = {-1, -1, -1, -1, -1, -1, -1};  // index into `lora`
   };
   DeviceBuffer<std::byte> arena;
-  uint64_t weight_bytes = 0, other_bytes = 0;
+  uint64_t weight_bytes = 0, other_bytes = 0, activation_bytes = 0, peak_used = 0;
   std::vector<Layer> layers;
   DeviceMatrix embed;
   const float* final_norm = nullptr;
@@ -103,7 +105,7 @@ struct CudaTrainingModel::Impl {
     if (stream) cudaStreamDestroy(stream);
   }
 
-  Status Upload(const ModelWeights& w);
+  Status Upload(const ModelWeights& w, uint64_t random_seed);
   Status Allocate();
   Status Prepare(std::span<const TrainRowView> rows);
   Status Forward(int l, const float* x_in, float* x_out);
@@ -117,15 +119,16 @@ struct CudaTrainingModel::Impl {
 };
 
 // Matrices and norms into one device allocation (256-byte aligned pieces).
-Status CudaTrainingModel::Impl::Upload(const ModelWeights& w) {
+Status CudaTrainingModel::Impl::Upload(const ModelWeights& w, uint64_t random_seed) {
   struct Piece {
-    const void* host;
+    const void* host;  // null: random values (CreateRandom)
     uint64_t bytes, offset;
+    const MatrixView* matrix;
   };
   std::vector<Piece> pieces;
   uint64_t total = 0;
-  auto add = [&](const void* host, uint64_t bytes) {
-    pieces.push_back({host, bytes, total});
+  auto add = [&](const void* host, uint64_t bytes, const MatrixView* matrix = nullptr) {
+    pieces.push_back({host, bytes, total, matrix});
     total += (bytes + 255) / 256 * 256;
     return pieces.size() - 1;
   };
@@ -138,7 +141,7 @@ Status CudaTrainingModel::Impl::Upload(const ModelWeights& w) {
     return Status::Ok();
   };
   GK_RETURN_IF_ERROR(check(w.embed, "embed_tokens"));
-  const size_t embed_i = add(w.embed.data, uint64_t(w.embed.bytes()));
+  const size_t embed_i = add(w.embed.data, uint64_t(w.embed.bytes()), &w.embed);
   const size_t final_i = add(w.final_norm.data(), w.final_norm.size() * sizeof(float));
   struct LayerPieces {
     size_t mats[7], vecs[6];
@@ -150,7 +153,7 @@ Status CudaTrainingModel::Impl::Upload(const ModelWeights& w) {
     const std::vector<float>* vecs[6] = {&L.input_norm, &L.post_attn_norm, &L.pre_ffw_norm, &L.post_ffw_norm, &L.q_norm, &L.k_norm};
     for (int i = 0; i < 7; ++i) {
       GK_RETURN_IF_ERROR(check(*mats[i], "a layer's projection"));
-      lp[l].mats[i] = add(mats[i]->data, uint64_t(mats[i]->bytes()));
+      lp[l].mats[i] = add(mats[i]->data, uint64_t(mats[i]->bytes()), mats[i]);
     }
     for (int i = 0; i < 6; ++i) lp[l].vecs[i] = add(vecs[i]->data(), vecs[i]->size() * sizeof(float));
   }
@@ -164,6 +167,12 @@ Status CudaTrainingModel::Impl::Upload(const ModelWeights& w) {
   GK_ASSIGN_OR_RETURN(arena, DeviceBuffer<std::byte>::Allocate(std::max<uint64_t>(total, 1)));
   for (const Piece& p : pieces) {
     if (p.bytes == 0) continue;
+    if (p.host == nullptr) {  // random: uniform with the variance of PyTorch's default Linear init, as CudaModel's
+      const MatrixView& m = *p.matrix;
+      GK_RETURN_IF_ERROR(cuda::FillRandom(arena.data() + p.offset, m.dtype, m.rows * m.cols, 1.f / std::sqrt(float(m.cols)),
+                                          random_seed + p.offset, stream));
+      continue;
+    }
     GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(arena.data() + p.offset, p.host, p.bytes, cudaMemcpyHostToDevice, stream),
                              "copying the weights to the GPU"));
   }
@@ -203,13 +212,20 @@ Status CudaTrainingModel::Impl::Allocate() {
     other_bytes += uint64_t(std::max<int64_t>(n, 1)) * sizeof(float);
     return Status::Ok();
   };
+  // What the backward pass reads: the layers' inputs and one layer's activations (remat).
   GK_RETURN_IF_ERROR(alloc(inputs, int64_t(c.num_layers + 1) * T * D));
-  for (auto* b : {&xn, &o, &x1, &xn2, &m, &dx, &dxn, &dd, &hrows, &hn, &dhn}) GK_RETURN_IF_ERROR(alloc(*b, T * D));
-  for (auto* b : {&q_raw, &q, &att, &dq, &datt}) GK_RETURN_IF_ERROR(alloc(*b, T * NH));
-  for (auto* b : {&k_raw, &v_raw, &k, &v, &dk, &dv}) GK_RETURN_IF_ERROR(alloc(*b, T * KH));
-  for (auto* b : {&g, &up, &act, &df1, &df2, &df3}) GK_RETURN_IF_ERROR(alloc(*b, T * F));
+  for (auto* b : {&xn, &o, &x1, &xn2, &m}) GK_RETURN_IF_ERROR(alloc(*b, T * D));
+  for (auto* b : {&q_raw, &q, &att}) GK_RETURN_IF_ERROR(alloc(*b, T * NH));
+  for (auto* b : {&k_raw, &v_raw, &k, &v}) GK_RETURN_IF_ERROR(alloc(*b, T * KH));
+  for (auto* b : {&g, &up, &act}) GK_RETURN_IF_ERROR(alloc(*b, T * F));
   GK_RETURN_IF_ERROR(alloc(lse, N * T));
   GK_RETURN_IF_ERROR(alloc(u, int64_t(kNumLoraTargets) * T * r));
+  activation_bytes = other_bytes;
+  // The backward pass's gradients and the loss head's rows.
+  for (auto* b : {&dx, &dxn, &dd, &hrows, &hn, &dhn}) GK_RETURN_IF_ERROR(alloc(*b, T * D));
+  for (auto* b : {&dq, &datt}) GK_RETURN_IF_ERROR(alloc(*b, T * NH));
+  for (auto* b : {&dk, &dv}) GK_RETURN_IF_ERROR(alloc(*b, T * KH));
+  for (auto* b : {&df1, &df2, &df3}) GK_RETURN_IF_ERROR(alloc(*b, T * F));
   GK_RETURN_IF_ERROR(alloc(du, T * r));
   GK_RETURN_IF_ERROR(alloc(ones, T));
   const std::vector<float> h_ones(static_cast<size_t>(T), 1.f);
@@ -459,6 +475,9 @@ Status CudaTrainingModel::Impl::Run(std::span<const TrainRowView> rows, float lo
     }
   }
   GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the training step on the GPU"));
+  size_t free_bytes = 0, total_bytes = 0;
+  GK_RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  peak_used = std::max<uint64_t>(peak_used, total_bytes - free_bytes);
   if (stats != nullptr) {
     stats->loss_sum += mb.loss_sum;
     stats->targets += mb.targets;
@@ -473,6 +492,22 @@ CudaTrainingModel::~CudaTrainingModel() = default;
 
 Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Create(const ModelConfig& config, const ModelWeights& weights,
                                                                    LoraAdapter* adapter, const CudaTrainingOptions& options) {
+  return Make(config, weights, adapter, options, 0);
+}
+
+Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::CreateRandom(const ModelConfig& config, DType dtype,
+                                                                         uint64_t seed, LoraAdapter* adapter,
+                                                                         const CudaTrainingOptions& options) {
+  if (dtype != DType::kBF16 && dtype != DType::kF32) {
+    return Status::Error(StrCat("random GPU weights are bf16 or f32, not ", DTypeName(dtype)));
+  }
+  GK_RETURN_IF_ERROR(ValidateModelConfig(config));
+  return Make(config, WeightShapes(config, dtype), adapter, options, seed | 1);
+}
+
+Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelConfig& config, const ModelWeights& weights,
+                                                                 LoraAdapter* adapter, const CudaTrainingOptions& options,
+                                                                 uint64_t random_seed) {
   GK_RETURN_IF_ERROR(CheckCudaTrainingSupport(config, adapter));
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
@@ -484,7 +519,7 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Create(const Model
   GK_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
   m.embed_scale = ScaleInDtype(config.hidden_size, weights.checkpoint_dtype);
   m.rope = MakeLayerRope(config);
-  GK_RETURN_IF_ERROR(m.Upload(weights));
+  GK_RETURN_IF_ERROR(m.Upload(weights, random_seed));
   GK_RETURN_IF_ERROR(m.Allocate().Wrap(StrCat("training buffers for ", m.opt.max_tokens, " tokens on cuda:", options.device)));
   GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
   std::unique_ptr<CudaTrainingModel> model(new CudaTrainingModel(std::move(impl)));
@@ -531,6 +566,10 @@ Status CudaTrainingModel::UploadFactors() {
 }
 
 const ModelConfig& CudaTrainingModel::config() const { return impl_->c; }
+int64_t CudaTrainingModel::activation_bytes() const { return int64_t(impl_->activation_bytes); }
+TrainPrecision CudaTrainingModel::precision() const { return impl_->opt.precision; }
+std::string CudaTrainingModel::device() const { return StrCat("cuda:", impl_->opt.device); }
+uint64_t CudaTrainingModel::peak_device_bytes() const { return impl_->peak_used; }
 uint64_t CudaTrainingModel::device_bytes() const { return impl_->weight_bytes + impl_->other_bytes; }
 
 }  // namespace gk

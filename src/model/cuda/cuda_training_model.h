@@ -19,7 +19,7 @@
 
 #include "model/config.h"
 #include "model/train/lora.h"
-#include "model/train/training_model.h"
+#include "model/train/train_runner.h"
 #include "model/weights.h"
 #include "util/result.h"
 
@@ -34,20 +34,32 @@ struct CudaTrainingOptions {
   TrainPrecision precision = TrainPrecision::kF32;
 };
 
-class CudaTrainingModel {
+class CudaTrainingModel final : public TrainRunner {
  public:
-  // The adapter is the caller's and outlives the model; its factors are uploaded now.
+  // The adapter is the caller's and outlives the model; its factors are uploaded now. The
+  // weights are copied: the caller may free them after.
   static Result<std::unique_ptr<CudaTrainingModel>> Create(const ModelConfig& config, const ModelWeights& weights,
                                                            LoraAdapter* adapter, const CudaTrainingOptions& options);
-  ~CudaTrainingModel();
+  // Random weights of config's shape made on the GPU (bench train --preset: no checkpoint), in
+  // dtype (bf16 or f32), as CudaModel::CreateRandom makes them.
+  static Result<std::unique_ptr<CudaTrainingModel>> CreateRandom(const ModelConfig& config, DType dtype, uint64_t seed,
+                                                                 LoraAdapter* adapter, const CudaTrainingOptions& options);
+  ~CudaTrainingModel() override;
 
   // As TrainingModel::ForwardBackward (dropout_key unused: no dropout yet); the gradients add to
   // the device's.
   Status ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t dropout_key,
-                         MicroBatchStats* stats);
-  Status Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats);
+                         MicroBatchStats* stats) override;
+  Status Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats) override;
+  // The f32 activations the device holds for the backward pass (the layers' inputs and one
+  // layer's tensors: remat).
+  int64_t activation_bytes() const override;
+  TrainPrecision precision() const override;
+  std::string device() const override;
   // The device's accumulated gradients into the adapter's grad_a / grad_b (overwritten); the
   // device's are zeroed.
+  Status GradientsToHost() override { return DownloadGradients(); }
+  Status FactorsChanged() override { return UploadFactors(); }
   Status DownloadGradients();
   // The adapter's factors (changed on the host: an optimizer step, a restored checkpoint) to the device.
   Status UploadFactors();
@@ -55,10 +67,15 @@ class CudaTrainingModel {
   const ModelConfig& config() const;
   // Device bytes the model holds: weights, factors and gradients, activations and workspaces.
   uint64_t device_bytes() const;
+  // The device's memory in use (by every process), at its highest after a pass of this model.
+  uint64_t peak_device_bytes() const override;
 
  private:
   struct Impl;
   explicit CudaTrainingModel(std::unique_ptr<Impl> impl);
+  static Result<std::unique_ptr<CudaTrainingModel>> Make(const ModelConfig& config, const ModelWeights& weights,
+                                                         LoraAdapter* adapter, const CudaTrainingOptions& options,
+                                                         uint64_t random_seed);
   std::unique_ptr<Impl> impl_;
 };
 

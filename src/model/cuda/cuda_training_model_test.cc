@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_test_util.h"
 #include "model/toy_models_test_util.h"
 #include "model/train/lora_test_util.h"
+#include "model/train/training_model.h"
 #include "tensor/thread_pool.h"
 
 namespace gk {

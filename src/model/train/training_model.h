@@ -38,32 +38,12 @@
 #include "model/tensor_parallel.h"
 #include "model/train/full_params.h"
 #include "model/train/lora.h"
+#include "model/train/train_runner.h"
 #include "model/weights.h"
 #include "tensor/thread_pool.h"
 #include "util/result.h"
 
 namespace gk {
-
-struct TrainRowView {
-  std::span<const int32_t> tokens;
-  std::span<const uint8_t> loss_mask;  // per token: 1 when it is a target (its first entry is ignored)
-};
-
-struct MicroBatchStats {
-  double loss_sum = 0;  // Σ −log p over targets (unscaled)
-  int64_t targets = 0;
-  int64_t correct = 0;  // targets whose argmax logit is the target (loss-token accuracy)
-  int64_t tokens = 0;   // tokens run through the decoder
-};
-
-// What the products against the frozen base weights compute (docs/TRAIN.md, "Precision").
-enum class TrainPrecision {
-  kF32,   // every product in f32 over the weights widened exactly
-  kBf16,  // products against bf16 weights (forward, input gradients, the loss head) round their
-          // activations (or output gradients) to bf16 and accumulate in f32, as PyTorch, vLLM
-          // and llama.cpp do for bf16 models; LoRA factors and their products, attention,
-          // norms, the loss and every gradient stay f32. Matrices stored in f32 stay f32.
-};
 
 struct TrainingModelOptions {
   bool remat = false;
@@ -80,30 +60,31 @@ struct TrainingModelOptions {
   TensorParallel tp;
 };
 
-class TrainingModel {
+class TrainingModel final : public TrainRunner {
  public:
   // The adapter is owned by the caller; ForwardBackward adds to its modules' grad_a/grad_b.
   static Result<std::unique_ptr<TrainingModel>> Create(const ModelConfig& config, ModelWeights weights,
                                                        LoraAdapter* adapter, ThreadPool* pool,
                                                        TrainingModelOptions options);
-  ~TrainingModel();
+  ~TrainingModel() override;
 
   // Forward and backward of one micro-batch (at most max_tokens tokens in all). dropout_key
   // seeds the LoRA dropout masks (same key, same masks). Errors: token ids outside the
   // vocabulary, too many tokens, a mask of the wrong length.
   Status ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t dropout_key,
-                         MicroBatchStats* stats);
+                         MicroBatchStats* stats) override;
   // The same forward pass and loss without gradients or dropout.
-  Status Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats);
+  Status Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats) override;
+  std::string device() const override { return "cpu"; }
   // Logits (T × V, after the softcap) of one sequence with the LoRA applied, no dropout.
   Status Logits(std::span<const int32_t> tokens, float* logits);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   // Full fine-tuning's parameters (ForwardBackward adds to their gradients), null for LoRA.
-  FullParams* full_params() { return full_.get(); }
+  FullParams* full_params() override { return full_.get(); }
   // Bytes of activations kept for the backward pass by the last ForwardBackward.
-  int64_t activation_bytes() const { return activation_bytes_; }
+  int64_t activation_bytes() const override { return activation_bytes_; }
   // Where the last ForwardBackward's time went (bench train prints it): the layers' forward
   // passes, the loss head (forward and backward), the layers' backward passes (with remat's
   // recomputed forward passes).
@@ -113,7 +94,7 @@ class TrainingModel {
   const PassSeconds& pass_seconds() const { return pass_seconds_; }
   // The precision the products run in: f32 for full fine-tuning and for weights not stored in
   // bf16, whatever the options said.
-  TrainPrecision precision() const {
+  TrainPrecision precision() const override {
     return full_ || weights_.embed.dtype != DType::kBF16 ? TrainPrecision::kF32 : options_.precision;
   }
 
