@@ -11,7 +11,9 @@
 #                                               then runs `gemmakit devices`, the GPU tests
 #                                               (gemmakit_tests' Cuda* suites, the ctest label
 #                                               `cuda`), `bench model --device cuda` on the 31B
-#                                               and E4B shapes (random weights made on the GPU)
+#                                               and E4B shapes (random weights made on the GPU),
+#                                               `bench train --device cuda` on the 31B shape and
+#                                               the tiny recipe trained on the GPU,
 #                                               and the serving end-to-end test with --device
 #                                               cuda, and the 64-prompt burst through `serve
 #                                               --device cuda --preset 31b` and `bench serve`
@@ -111,8 +113,18 @@ run)
     wait "$pid"
     return $rc
   }
-  export -f serve_burst
-  export gk tok logs
+  # The tiny recipe trained on the GPU (issue "CUDA training"): its metrics and training_run.json.
+  train_tiny() {
+    local d="$dir/train-tiny"
+    "$gk" init --preset tiny --out "$d/model" --seed 1 > /dev/null &&
+      "$gk" data synth-verilog --out "$d/data" --n 48 --seed 1 --first 6 > /dev/null &&
+      "$gk" train --config recipes/tiny-verilog-lora.toml --device cuda --set model="$d/model" \
+        --set data="$d/data/sft.jsonl" --set out="$d/run" || return 1
+    cp "$d/run/metrics.jsonl" "$logs/train_tiny_cuda_metrics.jsonl"
+    cp "$d/run/training_run.json" "$logs/train_tiny_cuda_run.json"
+  }
+  export -f serve_burst train_tiny
+  export gk tok logs dir
   step nvidia_smi 30 nvidia-smi
   step devices 30 "$gk" devices
   "$gk" devices --json > "$logs/devices.json" 2>&1
@@ -133,14 +145,16 @@ run)
   step bench_e4b_eager 45 "$gk" bench model --device cuda --preset e4b --repeats 2 --batch 0 --enforce-eager
   step serve_burst_31b 150 serve_burst 31b "${layers[@]}"
   pkill -f -- '--preset 31b --port 8011' 2> /dev/null  # a server the time limit left behind
+  step bench_train_31b 150 "$gk" bench train --device cuda --preset 31b "${layers[@]}" --seq-len 3072 --rank 64 --steps 2
+  step train_tiny_cuda 90 train_tiny
   step serve_e2e_cuda 120 env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_SERVE_EXTRA_ARGS="--device cuda" \
     python3 tests/serve/serve_e2e_test.py --gemmakit "$gk"
   cp "$logs/summary.txt" "$out/"
   tar -C "$dir" -czf "$out/results.tar.gz" results
   cat "$logs/summary.txt"
-  grep -H -E '^(model|device|prefill|decode|batched|burst|graphs) ' "$logs"/bench_*.log
-  grep -H -E '^(Output token throughput|Successful requests|Benchmark duration)' "$logs"/serve_burst_*31b.log
-  grep -h -E '^\[  (FAILED|SKIPPED) ' "$logs/cuda_tests.log" | head -20
+  grep -H -E '^(model|device|prefill|decode|batched|burst|graphs|train|mfu|memory) ' "$logs"/bench_*.log 2> /dev/null
+  grep -H -E '^(Output token throughput|Successful requests|Benchmark duration)' "$logs"/serve_burst_*31b.log 2> /dev/null
+  grep -h -E '^\[  (FAILED|SKIPPED) ' "$logs/cuda_tests.log" 2> /dev/null | head -20
   exit $failed
   ;;
 *)

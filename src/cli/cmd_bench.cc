@@ -17,6 +17,7 @@
 #include "tools/bench/model_bench.h"
 #ifdef GK_HAVE_CUDA
 #include "tools/bench/cuda/gpu_model_bench.h"
+#include "tools/bench/cuda/gpu_train_bench.h"
 #endif
 #include "tools/bench/torch_anchor.h"
 #include "tools/bench/train_bench.h"
@@ -74,7 +75,15 @@ int RunBench(int argc, char** argv) {
   std::string targets = "q,k,v,o,gate,up,down";
   bool train_json = false;
   CLI::App* train = app.add_subcommand("train", "tokens/s of one LoRA training step (forward + backward)");
-  train->add_option("--model", to.model_dir, "model directory")->required();
+  train->add_option("--model", to.model_dir, "model directory");
+  std::string train_device = "cpu", train_preset;
+  int train_layers = 0, train_rows = 1;
+  train->add_option("--device", train_device, "cpu (default) or cuda[:N]: the GPU trainer (LoRA, remat, one GPU)");
+  train->add_option("--preset", train_preset, "--device cuda: a preset's shape with random bf16 weights made on the GPU "
+                                               "(31b, e4b, ...), instead of --model");
+  train->add_option("--num-layers", train_layers, "with --preset: its first N layers only")->check(CLI::Range(1, 4096));
+  train->add_option("--rows", train_rows, "--device cuda: rows of --seq-len tokens per micro-batch (packed)")
+      ->check(CLI::Range(1, 4096));
   train->add_option("--seq-len", to.seq_len, "tokens in the row (loss on every token)")
       ->required()
       ->check(CLI::Range(2, 1 << 20));
@@ -103,6 +112,32 @@ int RunBench(int argc, char** argv) {
       ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
   if (train->parsed()) {
+    auto device = ParseDeviceSpec(train_device);
+    if (!device.ok()) return Fail(device.status());
+    if (device->kind == DeviceKind::kCuda) {
+      if (Status st = CheckDeviceAvailable(*device); !st.ok()) return Fail(st);
+      if (to.model_dir.empty() == train_preset.empty()) return Fail("bench train --device cuda needs --model DIR or --preset NAME");
+#ifdef GK_HAVE_CUDA
+      GpuTrainBenchOptions g;
+      g.model_dir = to.model_dir;
+      g.preset = train_preset;
+      g.num_layers = train_layers;
+      g.device = device->index;
+      g.seq_len = to.seq_len;
+      g.rows = train_rows;
+      g.rank = train->count("--rank") ? to.rank : 64;  // the reference case's LoRA
+      g.alpha = train->count("--alpha") ? to.alpha : double(g.rank);
+      g.steps = to.steps;
+      g.precision = to.precision;
+      auto r = RunGpuTrainBench(g);
+      if (!r.ok()) return Fail(r.status());
+      std::printf("%s", train_json ? (r->dump() + "\n").c_str() : FormatGpuTrainBench(*r).c_str());
+      return 0;
+#else
+      return Fail("this gemmakit was built without the CUDA backend");
+#endif
+    }
+    if (to.model_dir.empty()) return Fail("bench train needs --model DIR (--preset runs on --device cuda only)");
     to.targets = SplitCommas(targets);
     if (compare_torch) {
       // The default script is the source tree's: from the working directory, else beside the
