@@ -14,11 +14,8 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__CUDACC__)
-#define GK_HOST_DEVICE __host__ __device__
-#else
-#define GK_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
+
 
 namespace gk {
 

@@ -38,7 +38,9 @@ TEST(TokenPick, OrderKeyOrdersAsTheFloatsAndRoundTrips) {
   const std::vector<float> xs = {-INFINITY, -3e38f, -2.5f, -1e-30f, 0.f, 1e-30f, 1.f, 1.0000001f, 7e20f, INFINITY};
   for (size_t i = 0; i < xs.size(); ++i) {
     EXPECT_EQ(LogitOfOrderKey(LogitOrderKey(xs[i])), xs[i]);
-    if (i > 0) EXPECT_LT(LogitOrderKey(xs[i - 1]), LogitOrderKey(xs[i])) << xs[i - 1] << " vs " << xs[i];
+    if (i > 0) {
+      EXPECT_LT(LogitOrderKey(xs[i - 1]), LogitOrderKey(xs[i])) << xs[i - 1] << " vs " << xs[i];
+    }
   }
   EXPECT_EQ(LogitOrderKey(-0.f), LogitOrderKey(0.f));  // equal logits, cut by index
 }

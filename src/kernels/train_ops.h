@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/host_device.h"
+
 namespace gk {
 
 // Input gradient of y = RmsNorm(x; w) over n elements (w null: the weightless norm):
@@ -40,7 +42,7 @@ int64_t GeluTanhMulBackwardAvx2(const float* gate, const float* up, const float*
 // A uniform float in [0, 1) that depends only on (key, index): SplitMix64 of the pair. Dropout
 // masks drawn this way are the same when the forward pass is recomputed (remat) or a run is
 // resumed, without storing the mask or an RNG state.
-inline float CounterUniform(uint64_t key, uint64_t index) {
+GK_HOST_DEVICE inline float CounterUniform(uint64_t key, uint64_t index) {
   uint64_t z = key + 0x9E3779B97F4A7C15ull * (index + 1);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_memory.h"
+#include "kernels/train_ops.h"
 
 namespace gk::cuda {
 namespace {
@@ -95,6 +96,19 @@ __global__ void CrossEntropyGradKernel(float* z, int64_t n, const float* lse, co
   }
 }
 
+template <bool kBackward>
+__global__ void DropoutKernel(const float* x, int64_t n, uint64_t key, float p, float* out) {
+  const float keep_scale = 1.f / (1.f - p);
+  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads) {
+    const bool keep = CounterUniform(key, uint64_t(i)) >= p;
+    if (kBackward) {
+      if (keep) out[i] += x[i] * keep_scale;
+    } else {
+      out[i] = keep ? x[i] * keep_scale : 0.f;
+    }
+  }
+}
+
 __global__ void SumOfSquaresKernel(const float* g, int64_t n, double* sum_sq) {
   double s = 0;
   for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads) {
@@ -151,6 +165,18 @@ Status CrossEntropyGradRows(float* z, int64_t rows, int64_t n, const float* lse,
   if (rows == 0) return Status::Ok();
   CrossEntropyGradKernel<<<unsigned(rows), kThreads, 0, stream>>>(z, n, lse, target, v0, cap, scale);
   return CheckLaunch("CrossEntropyGradKernel");
+}
+
+Status LoraDropout(const float* x, int64_t n, uint64_t key, float p, float* out, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  DropoutKernel<false><<<Blocks(n), kThreads, 0, stream>>>(x, n, key, p, out);
+  return CheckLaunch("DropoutKernel");
+}
+
+Status LoraDropoutBackwardAdd(const float* g, int64_t n, uint64_t key, float p, float* dx, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  DropoutKernel<true><<<Blocks(n), kThreads, 0, stream>>>(g, n, key, p, dx);
+  return CheckLaunch("DropoutKernel");
 }
 
 Status AddSumOfSquares(const float* g, int64_t n, double* sum_sq, cudaStream_t stream) {

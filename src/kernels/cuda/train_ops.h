@@ -28,6 +28,11 @@ Status RopeRowsBackward(float* dx, int64_t T, int64_t heads, int64_t H, const fl
 // vocabulary id v0): z_j ← scale·(exp(z_j − lse_r) − [v0 + j = target_r])·(1 − (z_j/cap)²).
 Status CrossEntropyGradRows(float* z, int64_t rows, int64_t n, const float* lse, const int32_t* target, int64_t v0,
                             float cap, float scale, cudaStream_t stream);
+// LoRA dropout, TrainingModel::DropoutInput's mask (kernels/train_ops.h's CounterUniform of
+// (key, element)): out[i] = x[i]·(1/(1−p)) where CounterUniform(key, i) ≥ p, else 0.
+Status LoraDropout(const float* x, int64_t n, uint64_t key, float p, float* out, cudaStream_t stream);
+// Its backward pass: dx[i] += g[i]·(1/(1−p)) where the same mask keeps element i.
+Status LoraDropoutBackwardAdd(const float* g, int64_t n, uint64_t key, float p, float* dx, cudaStream_t stream);
 // *sum_sq += Σ g² over n floats, in double (GlobalGradNorm's sum; *sum_sq is device memory).
 Status AddSumOfSquares(const float* g, int64_t n, double* sum_sq, cudaStream_t stream);
 // g *= s over n floats (ClipByGlobalNorm's scaling).

@@ -17,6 +17,7 @@
 #include "kernels/cuda/train_ops.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/train_ops.h"
 #include "model/cuda/cuda_model.h"
 #include "model/decoder_constants.h"
 
@@ -33,7 +34,6 @@ Status CheckCudaTrainingSupport(const ModelConfig& c, const LoraAdapter* adapter
     if (c.IsKvShared(l)) return Status::Error("the GPU trainer does not run KV-shared layers yet");
   }
   if (adapter == nullptr) return Status::Error("the GPU trainer trains LoRA adapters; full fine-tuning runs on the CPU");
-  if (adapter->options().dropout > 0) return Status::Error("the GPU trainer does not apply LoRA dropout yet: set lora.dropout = 0");
   return Status::Ok();
 }
 
@@ -99,6 +99,9 @@ struct CudaTrainingModel::Impl {
   DeviceBuffer<float> inputs;  // (L + 1) × T × D
   DeviceBuffer<float> xn, q_raw, k_raw, v_raw, q, k, v, att, lse, o, x1, xn2, g, up, act, m, u;
   DeviceBuffer<float> dx, dxn, dd, dq, dk, dv, datt, df1, df2, df3, du, hrows, hn, dhn, ones;
+  DeviceBuffer<float> drop, lora_dx;  // LoRA dropout: the dropped input, the masked gradient
+  bool dropout_on = false;
+  uint64_t dropout_key = 0;
 
   ~Impl() {
     lora.clear();
@@ -111,6 +114,9 @@ struct CudaTrainingModel::Impl {
   Status Forward(int l, const float* x_in, float* x_out);
   Status Backward(int l, const float* x_in, float* dx_io);
   Status Linear(int l, LoraTarget t, const DeviceMatrix& w, const float* x, float* y);
+  // drop(x) for the LoRA of (layer, target): x itself without dropout, else into `drop`.
+  Result<const float*> DropoutInput(int l, LoraTarget t, const float* x, int64_t in);
+  uint64_t DropoutKey(int l, LoraTarget t) const { return MixKey(MixKey(dropout_key, uint64_t(l)), uint64_t(t)); }
   Status LinearBackward(int l, LoraTarget t, const DeviceMatrix& w, const float* x, const float* dy, float* dx,
                         bool accumulate);
   cuda::TrainAttentionArgs AttentionArgs(int l);
@@ -226,6 +232,11 @@ Status CudaTrainingModel::Impl::Allocate() {
   for (auto* b : {&dq, &datt}) GK_RETURN_IF_ERROR(alloc(*b, T * NH));
   for (auto* b : {&dk, &dv}) GK_RETURN_IF_ERROR(alloc(*b, T * KH));
   for (auto* b : {&df1, &df2, &df3}) GK_RETURN_IF_ERROR(alloc(*b, T * F));
+  if (adapter->options().dropout > 0) {
+    const int64_t widest = std::max({D, NH, F});
+    GK_RETURN_IF_ERROR(alloc(drop, T * widest));
+    GK_RETURN_IF_ERROR(alloc(lora_dx, T * widest));
+  }
   GK_RETURN_IF_ERROR(alloc(du, T * r));
   GK_RETURN_IF_ERROR(alloc(ones, T));
   const std::vector<float> h_ones(static_cast<size_t>(T), 1.f);
@@ -311,14 +322,21 @@ Status CudaTrainingModel::Impl::Prepare(std::span<const TrainRowView> rows) {
   return Check(cudaStreamSynchronize(stream), "copying the micro-batch to the GPU");
 }
 
-// y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ, keeping u = x·Aᵀ for the backward pass.
+Result<const float*> CudaTrainingModel::Impl::DropoutInput(int l, LoraTarget t, const float* x, int64_t in) {
+  if (!dropout_on) return x;
+  GK_RETURN_IF_ERROR(cuda::LoraDropout(x, T * in, DropoutKey(l, t), float(adapter->options().dropout), drop.data(), stream));
+  return static_cast<const float*>(drop.data());
+}
+
+// y = x·Wᵀ + s·(drop(x)·Aᵀ)·Bᵀ, keeping u = drop(x)·Aᵀ for the backward pass.
 Status CudaTrainingModel::Impl::Linear(int l, LoraTarget t, const DeviceMatrix& w, const float* x, float* y) {
   GK_RETURN_IF_ERROR(gemm->Run(w, x, T, y));
   const int i = layers[size_t(l)].lora[int(t)];
   if (i < 0) return Status::Ok();
   const DeviceLora& d = lora[size_t(i)];
   const int64_t r = adapter->rank(), in = d.host->in, out = d.host->out;
-  GK_RETURN_IF_ERROR(F32Product(*gemm, T, r, in, x, in, false, d.a.data(), in, false, U(t), r, 1.f, 0.f));
+  GK_ASSIGN_OR_RETURN(const float* xd, DropoutInput(l, t, x, in));
+  GK_RETURN_IF_ERROR(F32Product(*gemm, T, r, in, xd, in, false, d.a.data(), in, false, U(t), r, 1.f, 0.f));
   return F32Product(*gemm, T, out, r, U(t), r, false, d.b.data(), r, false, y, out, adapter->scaling(), 1.f);
 }
 
@@ -333,8 +351,12 @@ Status CudaTrainingModel::Impl::LinearBackward(int l, LoraTarget t, const Device
   const float s = adapter->scaling();
   GK_RETURN_IF_ERROR(F32Product(*gemm, out, r, T, dy, out, true, U(t), r, true, d.grad_b.data(), r, s, 1.f));
   GK_RETURN_IF_ERROR(F32Product(*gemm, T, r, out, dy, out, false, d.b.data(), r, true, du.data(), r, s, 0.f));
-  GK_RETURN_IF_ERROR(F32Product(*gemm, r, in, T, du.data(), r, true, x, in, true, d.grad_a.data(), in, 1.f, 1.f));
-  return F32Product(*gemm, T, in, r, du.data(), r, false, d.a.data(), in, true, dx_out, in, 1.f, 1.f);
+  GK_ASSIGN_OR_RETURN(const float* xd, DropoutInput(l, t, x, in));  // the mask again, from its key
+  GK_RETURN_IF_ERROR(F32Product(*gemm, r, in, T, du.data(), r, true, xd, in, true, d.grad_a.data(), in, 1.f, 1.f));
+  if (!dropout_on) return F32Product(*gemm, T, in, r, du.data(), r, false, d.a.data(), in, true, dx_out, in, 1.f, 1.f);
+  GK_RETURN_IF_ERROR(F32Product(*gemm, T, in, r, du.data(), r, false, d.a.data(), in, true, lora_dx.data(), in, 1.f, 0.f));
+  return cuda::LoraDropoutBackwardAdd(lora_dx.data(), T * in, DropoutKey(l, t), float(adapter->options().dropout),
+                                      dx_out, stream);
 }
 
 cuda::TrainAttentionArgs CudaTrainingModel::Impl::AttentionArgs(int l) {
@@ -527,14 +549,17 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelCo
   return model;
 }
 
-Status CudaTrainingModel::ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t /*dropout_key*/,
+Status CudaTrainingModel::ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t dropout_key,
                                           MicroBatchStats* stats) {
+  impl_->dropout_on = impl_->adapter->options().dropout > 0;
+  impl_->dropout_key = dropout_key;
   // bf16 precision rounds the base products' activations to bf16, as TrainingModel does.
   SetBf16Activations(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
   return impl_->Run(rows, loss_scale, true, stats);
 }
 
 Status CudaTrainingModel::Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats) {
+  impl_->dropout_on = false;
   SetBf16Activations(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
   return impl_->Run(rows, 1.f, false, stats);
 }

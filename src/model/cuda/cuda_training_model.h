@@ -6,8 +6,9 @@
 // just before its backward pass (remat): only the layers' inputs are kept.
 //
 // Runs dense Gemma 4 (K=V global layers, proportional RoPE, layer scalars) and Gemma 3.
-// Refused with one line: per-layer embeddings (E2B/E4B), KV sharing, the MoE block, LoRA
-// dropout, full fine-tuning (not yet on the GPU).
+// LoRA dropout draws TrainingModel's masks (the same keys, the same bits). Refused with one
+// line: per-layer embeddings (E2B/E4B), KV sharing, the MoE block, full fine-tuning (not yet on
+// the GPU).
 //
 // Gradients accumulate on the device over micro-batches; DownloadGradients brings them into
 // the adapter's grad_a / grad_b (and zeroes the device's) for the host's optimizer step, after
@@ -46,8 +47,7 @@ class CudaTrainingModel final : public TrainRunner {
                                                                  LoraAdapter* adapter, const CudaTrainingOptions& options);
   ~CudaTrainingModel() override;
 
-  // As TrainingModel::ForwardBackward (dropout_key unused: no dropout yet); the gradients add to
-  // the device's.
+  // As TrainingModel::ForwardBackward; the gradients add to the device's.
   Status ForwardBackward(std::span<const TrainRowView> rows, float loss_scale, uint64_t dropout_key,
                          MicroBatchStats* stats) override;
   Status Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats) override;
