@@ -117,7 +117,7 @@ int PlanTraining(const PlanArgs& a, const ModelConfig& c, const cost::Machine& h
     // gemmakit's own GPU trainer keeps f32 factors, gradients, moments and activations: its layout, not Tunix's.
     const GpuLoraMemory g = EstimateGpuLoraTraining(c, a.seq_len * a.micro_batch, a.lora_rank, a.remat, true);
     std::printf("\ngemmakit's GPU trainer on one %s (LoRA rank %d, %.1f M trainable; docs/TRAIN.md \"On a GPU\": "
-                "being built, this is the layout it allocates):\n",
+                "the layout `train --device cuda` allocates):\n",
                 hw.chip.name.c_str(), a.lora_rank, double(g.trainable) / 1e6);
     for (const MemoryItem& i : g.items) std::printf("  %-44s %12s   %s\n", i.what.c_str(), GiB(i.bytes).c_str(), i.how.c_str());
     std::printf("  %-44s %12s   of %s: %s\n", "total", GiB(g.total).c_str(), GiB(cap).c_str(),

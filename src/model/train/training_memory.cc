@@ -95,10 +95,20 @@ GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int 
   const double p = double(m.trainable), T = double(tokens);
   m.items.push_back({"base weights (bf16)", 2.0 * double(c.ParameterCount()), "every tensor of the checkpoint"});
   m.items.push_back({"LoRA factors (f32)", 4 * p, StrCat("rank ", rank, ", every projection")});
-  m.items.push_back({"LoRA gradients (f32)", 4 * p, "accumulated over the micro-batches"});
-  m.items.push_back({"AdamW m + v (f32)", 8 * p, "2 × 4 B per trainable parameter"});
+  m.items.push_back({"LoRA gradients (f32)", 4 * p, "accumulated over the micro-batches (AdamW's moments: host)"});
   m.items.push_back({StrCat("activations (f32", remat ? ", remat per layer)" : ", no remat)"),
                      double(TrainingActivationBytes(c, {tokens, rank, remat, 4})), StrCat("T = ", tokens, " tokens")});
+  {  // the backward pass's buffers, sized for the widest layer (CudaTrainingModel's Allocate)
+    int64_t H = 0, K = 0, F = 0;
+    for (int l = 0; l < c.num_layers; ++l) {
+      H = std::max<int64_t>(H, c.HeadDim(l));
+      K = std::max<int64_t>(K, c.KvHeads(l));
+      F = std::max<int64_t>(F, c.MlpWidth(l));
+    }
+    const double D = double(c.hidden_size), NH = double(c.num_heads) * double(H), KH = double(K) * double(H);
+    m.items.push_back({"gradients of one layer (f32)", 4 * T * (6 * D + 2 * NH + 2 * KH + 3 * double(F) + rank),
+                       "dx, dq, dk, dv, the MLP's and the loss rows'"});
+  }
   uint64_t attention = 0;
   for (int l = 0; l < c.num_layers; ++l) {  // the largest layer's: one workspace for all
     attention = std::max(attention, TrainAttentionTileBytes(c.num_heads, c.KvHeads(l), c.HeadDim(l), tokens,

@@ -59,7 +59,7 @@ struct FullFineTuneMemory {
 FullFineTuneMemory EstimateFullFineTune(const ModelConfig& c, int weight_bytes, int64_t tokens, bool remat);
 
 // The GPU trainer's device memory for LoRA (docs/TRAIN.md, "On a GPU"): the base in bf16, the
-// factors, their gradients and AdamW's moments in f32, the f32 activations of a micro-batch of
+// factors and their gradients in f32 (AdamW's moments stay on the host), the f32 activations of a micro-batch of
 // `tokens`, the attention's workspace (kernels/attention_train_workspace.h, bf16 or f32
 // operands), the loss head's chunk of logits and cuBLASLt's workspace and staging.
 struct GpuLoraMemory {
