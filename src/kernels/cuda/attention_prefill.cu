@@ -14,15 +14,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <class Op>
-__device__ Op FromF32(float x);
-template <>
-__device__ float FromF32<float>(float x) { return x; }
-template <>
-__device__ __half FromF32<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __nv_bfloat16 FromF32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
 // Grid (ctx, kv_heads): position lo + blockIdx.x of one KV head into kc (Kh, ctx, H) and, transposed, vt (Kh, H, ctx).
 template <KvType kPool, class Op>
 __global__ void GatherKvKernel(const std::byte* k_pool, const std::byte* v_pool, const int32_t* table, int64_t lo,
@@ -35,8 +26,8 @@ __global__ void GatherKvKernel(const std::byte* k_pool, const std::byte* v_pool,
   const auto* ks = reinterpret_cast<const typename E::Storage*>(k_pool) + row;
   const auto* vs = reinterpret_cast<const typename E::Storage*>(v_pool) + row;
   for (int d = threadIdx.x; d < H; d += blockDim.x) {
-    kc[(kh * ctx + c) * H + d] = FromF32<Op>(E::Load(ks[d]));
-    vt[(int64_t(kh) * H + d) * ctx + c] = FromF32<Op>(E::Load(vs[d]));
+    kc[(kh * ctx + c) * H + d] = ToOperand<Op>(E::Load(ks[d]));
+    vt[(int64_t(kh) * H + d) * ctx + c] = ToOperand<Op>(E::Load(vs[d]));
   }
 }
 
@@ -47,7 +38,7 @@ __global__ void QueriesToHeadsKernel(const float* q, int64_t t0, int64_t Tq, int
   const int h = blockIdx.y;
   const float* src = q + ((t0 + t) * N + h) * H;
   Op* dst = qh + (int64_t(h) * Tq + t) * H;
-  for (int d = threadIdx.x; d < H; d += blockDim.x) dst[d] = FromF32<Op>(src[d] * scale);
+  for (int d = threadIdx.x; d < H; d += blockDim.x) dst[d] = ToOperand<Op>(src[d] * scale);
 }
 
 // One block per row of S (N·Tq rows of ctx, row h·Tq + t): the softmax over the row's visible
@@ -66,7 +57,7 @@ __global__ void MaskedSoftmaxKernel(const float* S, int64_t Tq, int64_t ctx, int
   for (int64_t c = c0 + threadIdx.x; c <= c1; c += blockDim.x) sum += expf(s[c] - m);
   const float inv = 1.f / BlockSum(sum);
   for (int64_t c = threadIdx.x; c < ctx; c += blockDim.x) {
-    out[c] = FromF32<Op>(c >= c0 && c <= c1 ? expf(s[c] - m) * inv : 0.f);
+    out[c] = ToOperand<Op>(c >= c0 && c <= c1 ? expf(s[c] - m) * inv : 0.f);
   }
 }
 

@@ -7,18 +7,12 @@
 
 #include "kernels/attention_train_workspace.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/kv_convert.cuh"
 
 namespace gk::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-template <class Op>
-__device__ Op Cast(float x);
-template <>
-__device__ float Cast<float>(float x) { return x; }
-template <>
-__device__ __nv_bfloat16 Cast<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 // Whether token j is visible from token i (row_start: i's row's first token).
 __device__ inline bool Visible(int64_t j, int64_t i, int64_t row_start, int window) {
@@ -32,7 +26,7 @@ __global__ void ToHeadsKernel(const float* src, int64_t i0, int64_t n, int heads
   const int h = blockIdx.y;
   const float* s = src + ((i0 + t) * heads + h) * H;
   Op* d = dst + (int64_t(h) * n + t) * H;
-  for (int c = threadIdx.x; c < H; c += blockDim.x) d[c] = Cast<Op>(s[c]);
+  for (int c = threadIdx.x; c < H; c += blockDim.x) d[c] = ToOperand<Op>(s[c]);
 }
 
 // Grid (n, heads): the inverse, f32: rows i0 .. i0 + n of dst (T, heads, H) overwritten.
@@ -76,7 +70,7 @@ __global__ void SoftmaxForwardKernel(const float* S, int64_t Tq, int64_t ctx, in
   sum = BlockSum(sum);
   const float inv = 1.f / sum;
   for (int64_t c = threadIdx.x; c < ctx; c += blockDim.x) {
-    p[c] = Cast<Op>(Visible(lo + c, i, rs, window) ? expf(s[c] - m) * inv : 0.f);
+    p[c] = ToOperand<Op>(Visible(lo + c, i, rs, window) ? expf(s[c] - m) * inv : 0.f);
   }
   if (threadIdx.x == 0) lse[h * T + i] = m + logf(sum);
 }
@@ -90,8 +84,8 @@ __global__ void SoftmaxBackwardKernel(const float* S, const float* dP, int64_t T
   const float l = lse[h * T + i], d = D[h * T + i];
   for (int64_t c = threadIdx.x; c < ctx; c += blockDim.x) {
     const float p = Visible(lo + c, i, rs, window) ? expf(S[r * ctx + c] - l) : 0.f;
-    P[r * ctx + c] = Cast<Op>(p);
-    dS[r * ctx + c] = Cast<Op>(p * (dP[r * ctx + c] - d));
+    P[r * ctx + c] = ToOperand<Op>(p);
+    dS[r * ctx + c] = ToOperand<Op>(p * (dP[r * ctx + c] - d));
   }
 }
 

@@ -77,6 +77,8 @@ __global__ void ScatterAddKernel(const float* x, int64_t D, const int32_t* rows,
 }
 
 // One block per token: every (head, pair) of its rows.
+// kInverse: the rotation by −θ (RoPE's backward pass), sin(−θ) = −sin θ.
+template <bool kInverse>
 __global__ void RopeKernel(float* x, int64_t heads, int64_t H, const float* cos_sin) {
   const int64_t half = H / 2;
   float* xt = x + blockIdx.x * heads * H;
@@ -85,9 +87,9 @@ __global__ void RopeKernel(float* x, int64_t heads, int64_t H, const float* cos_
   for (int64_t i = threadIdx.x; i < heads * half; i += blockDim.x) {
     const int64_t h = i / half, j = i % half;
     float* r = xt + h * H;
-    const float a = r[j], b = r[j + half];
-    r[j] = a * c[j] - b * s[j];
-    r[j + half] = b * c[j] + a * s[j];
+    const float a = r[j], b = r[j + half], sn = kInverse ? -s[j] : s[j];
+    r[j] = a * c[j] - b * sn;
+    r[j + half] = b * c[j] + a * sn;
   }
 }
 
@@ -189,9 +191,10 @@ Status ScatterAddRows(const float* x, int64_t D, const int32_t* rows, const floa
   return CheckLaunch("ScatterAddKernel");
 }
 
-Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream) {
+Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream, bool inverse) {
   if (T == 0) return Status::Ok();
-  RopeKernel<<<unsigned(T), kThreads, 0, stream>>>(x, heads, H, cos_sin);
+  if (inverse) RopeKernel<true><<<unsigned(T), kThreads, 0, stream>>>(x, heads, H, cos_sin);
+  else RopeKernel<false><<<unsigned(T), kThreads, 0, stream>>>(x, heads, H, cos_sin);
   return CheckLaunch("RopeKernel");
 }
 

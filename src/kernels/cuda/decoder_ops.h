@@ -31,7 +31,9 @@ Status ScatterAddRows(const float* x, int64_t D, const int32_t* rows, const floa
                       cudaStream_t stream);
 // Rotate-half RoPE of T tokens' `heads` rows of H: cos_sin holds per token H floats, the H/2
 // cosines then the H/2 sines (kernels/ops.h's RopeCosSin layout).
-Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream);
+// inverse: the rotation by −θ, RoPE's backward pass (the gradient through RopeRows).
+Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream,
+                bool inverse = false);
 // out[r] = the index of the largest of row r's n floats, the lowest among equal ones (ArgMax).
 Status ArgMaxRows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
 // out[i] = x[rows[i]] for n_rows rows of D floats.

@@ -21,13 +21,6 @@ constexpr int kRows = 32, kCols = 32, kWarps = 4, kThreads = kWarps * 32;
 constexpr int kLanesPerRow = kThreads / kRows, kColsPerLane = kCols / kLanesPerRow;  // 4 lanes, 8 columns each
 static_assert(kLanesPerRow == 4 && kColsPerLane == 8);
 
-template <class Op>
-__device__ Op ToOp(float x);
-template <>
-__device__ __half ToOp<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __nv_bfloat16 ToOp<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
 // Shared memory, in bytes from the start. Row strides are padded (16 bytes) against bank
 // conflicts; every tile WMMA loads starts on 32 bytes and every stride is a multiple of 16 bytes,
 // as WMMA requires.
@@ -70,7 +63,7 @@ __global__ void __launch_bounds__(kThreads) FlashPrefillKernel(const PrefillAtte
   for (int idx = tid; idx < kRows * H; idx += kThreads) {  // the scaled queries, and O = 0
     const int r = idx / H, d = idx % H;
     const float x = r < rows ? a.q[((a.t0 + i0 + r) * N + h) * H + d] * a.scale : 0.f;
-    sq[r * L.ld_op + d] = ToOp<Op>(x);
+    sq[r * L.ld_op + d] = ToOperand<Op>(x);
     so[r * L.ld_o + d] = 0.f;
   }
   if (tid < kRows) {
@@ -95,8 +88,8 @@ __global__ void __launch_bounds__(kThreads) FlashPrefillKernel(const PrefillAtte
         kx = E::Load(k_pool[row + d]);
         vx = E::Load(v_pool[row + d]);
       }
-      sk[c * L.ld_op + d] = ToOp<Op>(kx);
-      sv[c * L.ld_op + d] = ToOp<Op>(vx);
+      sk[c * L.ld_op + d] = ToOperand<Op>(kx);
+      sv[c * L.ld_op + d] = ToOperand<Op>(vx);
     }
     __syncthreads();
     {  // S = Q·Kᵀ: warp w computes the 16×16 tile (w / 2, w % 2)
@@ -133,7 +126,7 @@ __global__ void __launch_bounds__(kThreads) FlashPrefillKernel(const PrefillAtte
 #pragma unroll
       for (int u = 0; u < kColsPerLane; ++u) {
         const float e = m_new == -INFINITY ? 0.f : expf(s[u] - m_new);  // masked: exp(-inf) = 0
-        sp[r * L.ld_p + part * kColsPerLane + u] = ToOp<Op>(e);
+        sp[r * L.ld_p + part * kColsPerLane + u] = ToOperand<Op>(e);
         sum += e;
       }
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);

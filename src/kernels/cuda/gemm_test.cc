@@ -25,6 +25,39 @@ std::vector<float> Reference(const std::vector<float>& w, const std::vector<floa
   return y;
 }
 
+// Random weights rounded to bf16: the same values as bf16 and as f32, on the device.
+struct SameWeights {
+  int64_t rows, cols;
+  std::vector<float> w;
+  DeviceBuffer<float> f32;
+  DeviceBuffer<uint16_t> bf16;
+  SameWeights(int64_t r, int64_t c, std::mt19937& rng) : rows(r), cols(c), w(Random(size_t(r * c), rng)) {
+    std::vector<uint16_t> w16(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      w16[i] = F32ToBf16(w[i]);
+      w[i] = Bf16ToF32(w16[i]);
+    }
+    auto a = DeviceBuffer<float>::From(w);
+    auto b = DeviceBuffer<uint16_t>::From(w16);
+    EXPECT_TRUE(a.ok() && b.ok());
+    if (a.ok()) f32 = std::move(*a);
+    if (b.ok()) bf16 = std::move(*b);
+  }
+  DeviceMatrix As(DType dt) const {
+    return {dt, rows, cols, dt == DType::kF32 ? static_cast<const void*>(f32.data()) : bf16.data()};
+  }
+};
+
+// Every product mode: f32 weights (TF32 off), bf16 weights with split activations
+// (f32-accurate), bf16 weights with rounded activations (bf16 rounding).
+struct Mode {
+  DType dtype;
+  Bf16Activations act;
+  double tolerance;
+};
+const Mode kModes[] = {{DType::kF32, Bf16Activations::kSplit, 1e-5}, {DType::kBF16, Bf16Activations::kSplit, 1e-5},
+                       {DType::kBF16, Bf16Activations::kRound, 2e-2}};
+
 TEST(CudaGemm, MatchesDoubleProductsInEveryMode) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
@@ -34,26 +67,14 @@ TEST(CudaGemm, MatchesDoubleProductsInEveryMode) {
   cudaStream_t stream = g.stream;
   GemmRunner* gemm = g.gemm.get();
   for (const auto& [rows, cols, T] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{320, 640, 1}, {96, 512, 37}, {1000, 256, 130}}) {
-    auto w = Random(size_t(rows * cols), rng), x = Random(size_t(T * cols), rng);
-    std::vector<uint16_t> w16(w.size());
-    for (size_t i = 0; i < w.size(); ++i) {
-      w16[i] = F32ToBf16(w[i]);
-      w[i] = Bf16ToF32(w16[i]);  // the same values in both dtypes
-    }
-    const auto want = Reference(w, x, rows, cols, T);
-    auto dw32 = DeviceBuffer<float>::From(w);
-    auto dw16 = DeviceBuffer<uint16_t>::From(w16);
+    const SameWeights sw(rows, cols, rng);
+    const auto x = Random(size_t(T * cols), rng);
+    const auto want = Reference(sw.w, x, rows, cols, T);
     auto dx = DeviceBuffer<float>::From(x);
-    ASSERT_TRUE(dw32.ok() && dw16.ok() && dx.ok());
-    struct Mode {
-      DType dtype;
-      Bf16Activations act;
-      double tolerance;
-    };
-    for (const Mode& m : {Mode{DType::kF32, Bf16Activations::kSplit, 1e-5}, Mode{DType::kBF16, Bf16Activations::kSplit, 1e-5},
-                          Mode{DType::kBF16, Bf16Activations::kRound, 2e-2}}) {
+    ASSERT_TRUE(dx.ok());
+    for (const Mode& m : kModes) {
       SetBf16Activations(m.act);
-      const DeviceMatrix dm{m.dtype, rows, cols, m.dtype == DType::kF32 ? static_cast<const void*>(dw32->data()) : dw16->data()};
+      const DeviceMatrix dm = sw.As(m.dtype);
       auto dy = DeviceBuffer<float>::From(Poison(size_t(T * rows)));
       ASSERT_TRUE(dy.ok());
       Status st = gemm->Run(dm, dx->data(), T, dy->data());
@@ -83,12 +104,9 @@ TEST(CudaGemm, InputGradientsAgainstWeights) {
   const Status made = g.Create();
   ASSERT_TRUE(made.ok()) << made.message();
   const int64_t rows = 192, cols = 320, T = 45;
-  auto w = Random(size_t(rows * cols), rng), dy = Random(size_t(T * rows), rng);
-  std::vector<uint16_t> w16(w.size());
-  for (size_t i = 0; i < w.size(); ++i) {
-    w16[i] = F32ToBf16(w[i]);
-    w[i] = Bf16ToF32(w16[i]);
-  }
+  const SameWeights sw(rows, cols, rng);
+  const std::vector<float>& w = sw.w;
+  const auto dy = Random(size_t(T * rows), rng);
   std::vector<float> want(size_t(T * cols));
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t c = 0; c < cols; ++c) {
@@ -97,19 +115,11 @@ TEST(CudaGemm, InputGradientsAgainstWeights) {
       want[size_t(t * cols + c)] = float(s);
     }
   }
-  auto dw32 = DeviceBuffer<float>::From(w);
-  auto dw16 = DeviceBuffer<uint16_t>::From(w16);
   auto ddy = DeviceBuffer<float>::From(dy);
-  ASSERT_TRUE(dw32.ok() && dw16.ok() && ddy.ok());
-  struct Mode {
-    DType dtype;
-    Bf16Activations act;
-    double tolerance;
-  };
-  for (const Mode& m : {Mode{DType::kF32, Bf16Activations::kSplit, 1e-5}, Mode{DType::kBF16, Bf16Activations::kSplit, 1e-5},
-                        Mode{DType::kBF16, Bf16Activations::kRound, 2e-2}}) {
+  ASSERT_TRUE(ddy.ok());
+  for (const Mode& m : kModes) {
     SetBf16Activations(m.act);
-    const DeviceMatrix dm{m.dtype, rows, cols, m.dtype == DType::kF32 ? static_cast<const void*>(dw32->data()) : dw16->data()};
+    const DeviceMatrix dm = sw.As(m.dtype);
     auto ddx = DeviceBuffer<float>::From(Poison(size_t(T * cols)));
     ASSERT_TRUE(ddx.ok());
     for (bool accumulate : {false, true}) {

@@ -1,6 +1,7 @@
 // Conversions between f32 and the KV cache's element types on the device, matching
 // tensor/dtype.h's ConvertFromF32 / ToF32: round to nearest even; f16 and fp8 saturate at their
-// largest finite value (E5M2's clamp first, as the CPU does).
+// largest finite value (E5M2's clamp first, as the CPU does). And f32 into the attention
+// products' operand types (ToOperand).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -53,5 +54,16 @@ struct KvElem<KvType::kE5M2> {
     return __nv_cvt_float_to_fp8(fminf(fmaxf(x, -57344.f), 57344.f), __NV_SATFINITE, __NV_E5M2);
   }
 };
+
+// f32 to a tensor-core operand type (the products' inputs): f32 as is, f16 and bf16 rounded to
+// nearest even.
+template <class Op>
+__device__ Op ToOperand(float x);
+template <>
+__device__ inline float ToOperand<float>(float x) { return x; }
+template <>
+__device__ inline __half ToOperand<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ inline __nv_bfloat16 ToOperand<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 }  // namespace gk::cuda

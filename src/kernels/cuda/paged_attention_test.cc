@@ -109,6 +109,40 @@ struct AttentionCase {
     a.dtype = dt;
     return a;
   }
+  // Sequence 0's chunk of n positions from `first` (rows 0 .. n) for the prefill routes.
+  PrefillAttentionArgs Prefill(int first, int n) {
+    PrefillAttentionArgs p;
+    p.q = dq.data();
+    p.out = dout.data();
+    p.t0 = 0;
+    p.T = n;
+    p.first = first;
+    p.table = dtab.data();
+    p.num_heads = s.N;
+    p.kv_heads = s.K;
+    p.head_dim = s.H;
+    p.scale = kScale;
+    p.window = s.window;
+    p.block_size = kBlockSize;
+    p.k_pool = dk.data();
+    p.v_pool = dv.data();
+    p.dtype = dt;
+    return p;
+  }
+  // The two decode rows after the chunk's n through the paged kernel; then every row against the CPU.
+  void DecodeRowsAndCheck(int n, cudaStream_t stream, double tolerance) {
+    auto rows = DeviceBuffer<int32_t>::From({n, n + 1});
+    ASSERT_TRUE(rows.ok());
+    PagedAttentionArgs a = Args();
+    a.T = 2;
+    a.rows = rows->data();
+    const Status st = PagedAttention(a, stream);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    auto got = dout.ToHost();
+    ASSERT_TRUE(got.ok()) << got.message();
+    EXPECT_LT(RelErr(*got, want), tolerance) << Name();
+  }
   std::string Name() const {
     return StrCat(DTypeName(dt), " N=", s.N, " K=", s.K, " H=", s.H, " window=", s.window);
   }
@@ -172,36 +206,9 @@ TEST(CudaPrefillAttention, ChunkThroughProductsBesideDecodeRows) {
   for (const Shape& s : kShapes) {
     for (DType dt : kDtypes) {
       AttentionCase c(s, dt, rng);
-      PrefillAttentionArgs p;
-      p.q = c.dq.data();
-      p.out = c.dout.data();
-      p.t0 = 0;
-      p.T = 20;
-      p.first = 130;
-      p.table = c.dtab.data();
-      p.num_heads = s.N;
-      p.kv_heads = s.K;
-      p.head_dim = s.H;
-      p.scale = kScale;
-      p.window = s.window;
-      p.block_size = kBlockSize;
-      p.k_pool = c.dk.data();
-      p.v_pool = c.dv.data();
-      p.dtype = dt;
-      Status st = prefill.Run(p, *gemm, stream);
+      const Status st = prefill.Run(c.Prefill(130, 20), *gemm, stream);
       ASSERT_TRUE(st.ok()) << st.message();
-      auto rows = DeviceBuffer<int32_t>::From({20, 21});
-      ASSERT_TRUE(rows.ok());
-      PagedAttentionArgs a = c.Args();
-      a.T = 2;
-      a.rows = rows->data();
-      st = PagedAttention(a, stream);
-      ASSERT_TRUE(st.ok()) << st.message();
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      auto got = c.dout.ToHost();
-      ASSERT_TRUE(got.ok()) << got.message();
-      const double tolerance = dt == DType::kF32 ? 1e-5 : dt == DType::kBF16 ? 1e-2 : 2e-3;
-      EXPECT_LT(RelErr(*got, c.want), tolerance) << c.Name();
+      c.DecodeRowsAndCheck(20, stream, dt == DType::kF32 ? 1e-5 : dt == DType::kBF16 ? 1e-2 : 2e-3);
     }
   }
 }
@@ -219,34 +226,9 @@ TEST(CudaPrefillAttention, FusedKernelBesideDecodeRows) {
       ASSERT_TRUE(FlashPrefillSupports(dt, s.H));
       const int first = 95, n = 65;
       AttentionCase c(s, dt, rng, first, n);
-      PrefillAttentionArgs p;
-      p.q = c.dq.data();
-      p.out = c.dout.data();
-      p.T = n;
-      p.first = first;
-      p.table = c.dtab.data();
-      p.num_heads = s.N;
-      p.kv_heads = s.K;
-      p.head_dim = s.H;
-      p.scale = kScale;
-      p.window = s.window;
-      p.block_size = kBlockSize;
-      p.k_pool = c.dk.data();
-      p.v_pool = c.dv.data();
-      p.dtype = dt;
-      Status st = FlashPrefillAttention(p, stream);
+      const Status st = FlashPrefillAttention(c.Prefill(first, n), stream);
       ASSERT_TRUE(st.ok()) << st.message();
-      auto rows = DeviceBuffer<int32_t>::From({n, n + 1});
-      ASSERT_TRUE(rows.ok());
-      PagedAttentionArgs a = c.Args();
-      a.T = 2;
-      a.rows = rows->data();
-      st = PagedAttention(a, stream);
-      ASSERT_TRUE(st.ok()) << st.message();
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      auto got = c.dout.ToHost();
-      ASSERT_TRUE(got.ok()) << got.message();
-      EXPECT_LT(RelErr(*got, c.want), dt == DType::kBF16 ? 1e-2 : 2e-3) << c.Name();
+      c.DecodeRowsAndCheck(n, stream, dt == DType::kBF16 ? 1e-2 : 2e-3);
     }
   }
   EXPECT_FALSE(FlashPrefillSupports(DType::kF32, 256));

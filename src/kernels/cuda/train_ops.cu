@@ -70,21 +70,6 @@ __global__ void GeluTanhMulBackwardKernel(const float* gate, const float* up, co
   }
 }
 
-// RopeKernel's rotation by −θ: (a, b) ← (a·cos + b·sin, b·cos − a·sin).
-__global__ void RopeBackwardKernel(float* x, int64_t heads, int64_t H, const float* cos_sin) {
-  const int64_t half = H / 2;
-  float* xt = x + blockIdx.x * heads * H;
-  const float* c = cos_sin + blockIdx.x * H;
-  const float* s = c + half;
-  for (int64_t i = threadIdx.x; i < heads * half; i += blockDim.x) {
-    const int64_t h = i / half, j = i % half;
-    float* r = xt + h * H;
-    const float a = r[j], b = r[j + half];
-    r[j] = a * c[j] + b * s[j];
-    r[j + half] = b * c[j] - a * s[j];
-  }
-}
-
 __global__ void CrossEntropyGradKernel(float* z, int64_t n, const float* lse, const int32_t* target, int64_t v0, float cap,
                                        float scale) {
   float* zr = z + blockIdx.x * n;
@@ -152,12 +137,6 @@ Status GeluTanhMulBackward(const float* gate, const float* up, const float* dout
   if (n == 0) return Status::Ok();
   GeluTanhMulBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(gate, up, dout, n, dgate, dup);
   return CheckLaunch("GeluTanhMulBackwardKernel");
-}
-
-Status RopeRowsBackward(float* dx, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream) {
-  if (T == 0) return Status::Ok();
-  RopeBackwardKernel<<<unsigned(T), kThreads, 0, stream>>>(dx, heads, H, cos_sin);
-  return CheckLaunch("RopeBackwardKernel");
 }
 
 Status CrossEntropyGradRows(float* z, int64_t rows, int64_t n, const float* lse, const int32_t* target, int64_t v0,

@@ -1,6 +1,7 @@
 // The training step's row operations on the GPU, the CUDA twins of kernels/train_ops.h and
 // engines/train/adamw.h (same formulas, same accumulation precision), for the GPU trainer
-// (issue "CUDA training"): the backward passes of RMSNorm, GeGLU and RoPE, the cross-entropy
+// (issue "CUDA training"): the backward passes of RMSNorm and GeGLU (RoPE's: decoder_ops.h's
+// RopeRows, inverse), the cross-entropy
 // gradient of a chunk of the vocabulary's logits, the sum of squares of the global gradient
 // norm, and the AdamW update. Pointers are device memory; each call queues one kernel on
 // `stream`.
@@ -21,9 +22,6 @@ Status RmsNormBackwardRows(const float* x, const float* w, int64_t rows, int64_t
 // out = gelu_tanh(gate)·up: dgate = dout·up·gelu'(gate), dup = dout·gelu(gate), n elements.
 Status GeluTanhMulBackward(const float* gate, const float* up, const float* dout, int64_t n, float* dgate, float* dup,
                            cudaStream_t stream);
-// The gradient through RopeRows (the inverse rotation), in place: T tokens' `heads` rows of H,
-// cos_sin as RopeRows takes it.
-Status RopeRowsBackward(float* dx, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream);
 // CrossEntropyGradRow on each row r of a chunk of logits z (rows × n, the chunk's first
 // vocabulary id v0): z_j ← scale·(exp(z_j − lse_r) − [v0 + j = target_r])·(1 − (z_j/cap)²).
 Status CrossEntropyGradRows(float* z, int64_t rows, int64_t n, const float* lse, const int32_t* target, int64_t v0,

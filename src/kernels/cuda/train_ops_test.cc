@@ -11,6 +11,7 @@
 #include "engines/train/adamw.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/decoder_ops.h"
 #include "kernels/ops.h"
 #include "kernels/train_ops.h"
 
@@ -82,7 +83,7 @@ TEST(CudaTrainOps, RopeBackwardIsTheCpusInverseRotation) {
     ApplyRopeCosSin(want.data() + t * heads * H, heads, H, inv.data());
   }
   auto d = Up(dy), d_table = Up(table);
-  const Status st = RopeRowsBackward(d.data(), T, heads, H, d_table.data(), nullptr);
+  const Status st = RopeRows(d.data(), T, heads, H, d_table.data(), nullptr, /*inverse=*/true);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_LT(RelErr(Down(d), want), 1e-6);
 }

@@ -439,8 +439,8 @@ Status CudaTrainingModel::Impl::Backward(int l, const float* x_in, float* dx_io)
   GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(o.data(), L.post_attn_norm, T, D, eps, dx_io, dd.data(), false, stream));
   GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kO, L.o, att.data(), dd.data(), datt.data(), false));
   GK_RETURN_IF_ERROR(attention.Backward(AttentionArgs(l), datt.data(), dq.data(), dk.data(), dv.data(), *gemm, stream));
-  GK_RETURN_IF_ERROR(cuda::RopeRowsBackward(dq.data(), T, N, H, cos_sin, stream));
-  GK_RETURN_IF_ERROR(cuda::RopeRowsBackward(dk.data(), T, K, H, cos_sin, stream));
+  GK_RETURN_IF_ERROR(cuda::RopeRows(dq.data(), T, N, H, cos_sin, stream, /*inverse=*/true));
+  GK_RETURN_IF_ERROR(cuda::RopeRows(dk.data(), T, K, H, cos_sin, stream, /*inverse=*/true));
   GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(q_raw.data(), L.q_norm, T * N, H, eps, dq.data(), dq.data(), false, stream));
   GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(k_raw.data(), L.k_norm, T * K, H, eps, dk.data(), dk.data(), false, stream));
   if (c.arch == Arch::kGemma4) {
