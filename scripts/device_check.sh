@@ -147,6 +147,10 @@ run)
   pkill -f -- '--preset 31b --port 8011' 2> /dev/null  # a server the time limit left behind
   step bench_train_31b 150 "$gk" bench train --device cuda --preset 31b "${layers[@]}" --seq-len 3072 --rank 64 --steps 2
   step train_tiny_cuda 90 train_tiny
+  # The GPU trainer step for step against the PyTorch oracle (tests/oracle/train_ref.py, on the
+  # machine's python3 with torch): losses, gradient norms, the final adapters.
+  step train_oracle_cuda 120 env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_TRAIN_EXTRA_ARGS="--device cuda" \
+    python3 tests/train/train_oracle_e2e_test.py --gemmakit "$gk"
   step serve_e2e_cuda 120 env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_SERVE_EXTRA_ARGS="--device cuda" \
     python3 tests/serve/serve_e2e_test.py --gemmakit "$gk"
   cp "$logs/summary.txt" "$out/"

@@ -122,7 +122,10 @@ def gemmakit_run(gk, work, model, ds, init_dir, loss_mode, precision, tag):
         "batch.micro_batch": MICRO, "batch.grad_accum": ACCUM, "batch.max_steps": STEPS,
         "checkpoint.save_every": 0, "checkpoint.keep_last": 1, "train.precision": precision,
     })
-    run(gk, ["train", "--config", recipe, "--threads", "2"], timeout=300)
+    # GEMMAKIT_TRAIN_EXTRA_ARGS: more train flags (scripts/device_check.sh: --device cuda, the
+    # GPU trainer against the same oracle).
+    run(gk, ["train", "--config", recipe, "--threads", "2"] + os.environ.get("GEMMAKIT_TRAIN_EXTRA_ARGS", "").split(),
+        timeout=300)
     with open(os.path.join(out, "training_run.json")) as f:
         got = json.load(f)["precision"]
     check(got == precision, f"{tag}: training_run.json says precision {got!r}, the recipe {precision!r}")
@@ -130,7 +133,7 @@ def gemmakit_run(gk, work, model, ds, init_dir, loss_mode, precision, tag):
 
 
 def oracle_run(model, batch, init_dir, loss_mode, ref, extra=()):
-    cmd = ["/usr/bin/python3", os.path.join(ORACLE_DIR, "train_ref.py"), "train", "--model", model, "--adapter",
+    cmd = [sys.executable, os.path.join(ORACLE_DIR, "train_ref.py"), "train", "--model", model, "--adapter",
            init_dir, "--batch", batch, "--micro-batch", str(MICRO), "--grad-accum", str(ACCUM), "--steps", str(STEPS),
            "--lr", repr(LR), "--warmup", str(WARMUP), "--end-lr", "0", "--weight-decay", repr(WD), "--out-dir", ref]
     if CLIP[loss_mode] > 0:
@@ -243,7 +246,7 @@ def main():
     try:
         import torch  # noqa: F401
     except ImportError:
-        print("SKIP: no torch in /usr/bin/python3 (scripts/install_deps.sh)")
+        print(f"SKIP: no torch in {sys.executable} (scripts/install_deps.sh)")
         sys.exit(77)  # ctest's SKIP_RETURN_CODE
     with tempfile.TemporaryDirectory(prefix="gk-train-oracle-") as tmp:
         work = os.path.abspath(a.keep) if a.keep else tmp
