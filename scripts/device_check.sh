@@ -151,6 +151,7 @@ run)
   # machine's python3 with torch): losses, gradient norms, the final adapters.
   step train_oracle_cuda 120 env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_TRAIN_EXTRA_ARGS="--device cuda" \
     python3 tests/train/train_oracle_e2e_test.py --gemmakit "$gk"
+  step train_device_resume 120 env GEMMAKIT_TOKENIZER_DIR="$tok" python3 tests/train/train_device_resume_test.py --gemmakit "$gk"
   step serve_e2e_cuda 120 env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_SERVE_EXTRA_ARGS="--device cuda" \
     python3 tests/serve/serve_e2e_test.py --gemmakit "$gk"
   cp "$logs/summary.txt" "$out/"
