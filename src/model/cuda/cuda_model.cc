@@ -14,13 +14,13 @@
 #include "kernels/cuda/attention_prefill.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/decoder_ops.h"
-#include "kernels/cuda/fill_random.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/row_ops.h"
 #include "kernels/cuda/token_pick.h"
 #include "kernels/ops.h"
+#include "model/cuda/device_weights.h"
 #include "model/decoder_constants.h"
 
 namespace gk {
@@ -29,9 +29,6 @@ namespace {
 using cuda::Check;
 using cuda::DeviceBuffer;
 using cuda::DeviceMatrix;
-
-constexpr uint64_t kAlign = 256;
-uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 double GiB(uint64_t bytes) { return double(bytes) / double(uint64_t(1) << 30); }
 
@@ -63,24 +60,6 @@ class DeviceKvStorage final : public KvStorage {
   size_t size_ = 0;
 };
 
-struct DeviceLayer {
-  DeviceMatrix q, k, v, o, gate, up, down, ple_gate, ple_proj, router;
-  const float* input_norm = nullptr;
-  const float* post_attn_norm = nullptr;
-  const float* pre_ffw_norm = nullptr;
-  const float* post_ffw_norm = nullptr;
-  const float* q_norm = nullptr;
-  const float* k_norm = nullptr;
-  const float* post_ple_norm = nullptr;
-  // Mixture of experts (26B-A4B).
-  const float* router_weight = nullptr;  // router.scale · D^-½: RMSNorm with it is the router's input
-  const float* per_expert_scale = nullptr;
-  const float* pre_ffw_norm_2 = nullptr;
-  const float* post_ffw_norm_1 = nullptr;
-  const float* post_ffw_norm_2 = nullptr;
-  std::vector<DeviceMatrix> expert_gate_up, expert_down;
-  float layer_scalar = 1.f;
-};
 
 bool SupportedMatrix(const MatrixView& m) {
   return m.rows == 0 || ((m.dtype == DType::kBF16 || m.dtype == DType::kF32) && !m.packed);
@@ -114,13 +93,7 @@ struct CudaModel::Impl {
   std::unique_ptr<cuda::GemmRunner> gemm;
   DType kv_default = DType::kF16;
 
-  // Weights: one device allocation, carved up.
-  DeviceBuffer<std::byte> arena;
-  uint64_t weight_bytes = 0;
-  std::vector<DeviceLayer> layers;
-  DeviceMatrix embed, ple_embed, ple_model_proj;
-  const float* final_norm = nullptr;
-  const float* ple_proj_norm = nullptr;
+  DeviceWeights w;  // one device allocation, carved up
   float embed_scale = 1.f, ple_embed_scale = 1.f;
   LayerRope rope;
 
@@ -188,8 +161,6 @@ struct CudaModel::Impl {
     if (stream) cudaStreamDestroy(stream);
   }
 
-  // Copies the weights into device memory; matrices without data get random values.
-  Status Upload(const ModelWeights& w, uint64_t random_seed = 0);
   Status AllocateActivations();
   Status Run(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits);
   Status Reserve(int64_t R);
@@ -201,130 +172,6 @@ struct CudaModel::Impl {
   Status MoeBlock(int l, int64_t T);
   Status PerLayerInputBlock(int l, int64_t T);
 };
-
-// Every matrix and vector into one allocation (256-byte aligned pieces), uploaded in order.
-Status CudaModel::Impl::Upload(const ModelWeights& w, uint64_t random_seed) {
-  struct Piece {
-    const void* host;  // null: random values (CreateRandom)
-    uint64_t bytes;
-    uint64_t offset;
-    const MatrixView* matrix;
-  };
-  std::vector<Piece> pieces;
-  uint64_t total = 0;
-  auto add = [&](const void* host, uint64_t bytes, const MatrixView* m) {
-    pieces.push_back({host, bytes, total, m});
-    total += AlignUp(bytes);
-    return pieces.size() - 1;
-  };
-  auto add_matrix = [&](const MatrixView& m) -> int64_t {
-    return m.rows == 0 ? -1 : int64_t(add(m.data, uint64_t(m.bytes()), &m));
-  };
-  auto add_vector = [&](const std::vector<float>& v) -> int64_t {
-    return v.empty() ? -1 : int64_t(add(v.data(), v.size() * sizeof(float), nullptr));
-  };
-  struct LayerPieces {
-    int64_t mats[10], vecs[11];
-    std::vector<int64_t> gate_up, down;  // per expert
-  };
-  // The router's RMSNorm weight, router.scale · D^-½ (GemmaModel::MoeBlock scales after the norm).
-  std::vector<std::vector<float>> router_weights(w.layers.size());
-  const float inv_sqrt_d = 1.f / std::sqrt(float(c.hidden_size));
-  std::vector<LayerPieces> lp(w.layers.size());
-  std::vector<int64_t> post_ffw_norm_2_piece;
-  const int64_t embed_i = add_matrix(w.embed), ple_embed_i = add_matrix(w.ple_embed),
-                ple_proj_i = add_matrix(w.ple_model_proj);
-  const int64_t final_norm_i = add_vector(w.final_norm), ple_norm_i = add_vector(w.ple_proj_norm);
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const LayerWeights& L = w.layers[l];
-    for (float sc : L.router_scale) router_weights[l].push_back(sc * inv_sqrt_d);
-    const MatrixView* mats[10] = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.ple_gate, &L.ple_proj, &L.router};
-    const std::vector<float>* vecs[11] = {&L.input_norm, &L.post_attn_norm, &L.pre_ffw_norm, &L.post_ffw_norm,
-                                          &L.q_norm, &L.k_norm, &L.post_ple_norm, &router_weights[l],
-                                          &L.per_expert_scale, &L.pre_ffw_norm_2, &L.post_ffw_norm_1};
-    for (int i = 0; i < 10; ++i) lp[l].mats[i] = add_matrix(*mats[i]);
-    for (int i = 0; i < 11; ++i) lp[l].vecs[i] = add_vector(*vecs[i]);
-    post_ffw_norm_2_piece.push_back(add_vector(L.post_ffw_norm_2));
-    for (const MatrixView& m : L.expert_gate_up) lp[l].gate_up.push_back(add_matrix(m));
-    for (const MatrixView& m : L.expert_down) lp[l].down.push_back(add_matrix(m));
-  }
-  weight_bytes = total;
-  size_t free_bytes = 0, total_bytes = 0;
-  GK_RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-  if (total > free_bytes) {
-    return Status::Error(StrCat("the model's weights need ", GiB(total), " GiB of GPU memory; ", device_name, " has ",
-                                GiB(free_bytes), " GiB free of ", GiB(total_bytes), " GiB"));
-  }
-  auto arena_or = DeviceBuffer<std::byte>::Allocate(size_t(total));
-  if (!arena_or.ok()) {
-    return Status::Error(StrCat("cannot allocate ", GiB(total), " GiB of GPU memory for the weights on ", device_name,
-                                ": ", arena_or.message()));
-  }
-  arena = std::move(*arena_or);
-  for (const Piece& p : pieces) {
-    if (p.host == nullptr) {  // random: uniform with the variance of PyTorch's default Linear init
-      const MatrixView& m = *p.matrix;
-      GK_RETURN_IF_ERROR(cuda::FillRandom(arena.data() + p.offset, m.dtype, m.rows * m.cols, 1.f / std::sqrt(float(m.cols)),
-                                          random_seed + p.offset, stream));
-      continue;
-    }
-    GK_RETURN_IF_ERROR(Check(cudaMemcpy(arena.data() + p.offset, p.host, p.bytes, cudaMemcpyHostToDevice),
-                             "copying the weights to the GPU"));
-  }
-  GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "writing the weights on the GPU"));
-  auto matrix = [&](int64_t i, const MatrixView& m) {
-    DeviceMatrix d;
-    if (i < 0) return d;  // an absent matrix (v of K=V layers, k/v of KV-shared ones): data stays null
-    d.dtype = m.dtype;
-    d.rows = m.rows;
-    d.cols = m.cols;
-    d.data = arena.data() + pieces[size_t(i)].offset;
-    return d;
-  };
-  auto vec = [&](int64_t i) -> const float* {
-    return i < 0 ? nullptr : reinterpret_cast<const float*>(arena.data() + pieces[size_t(i)].offset);
-  };
-  embed = matrix(embed_i, w.embed);
-  ple_embed = matrix(ple_embed_i, w.ple_embed);
-  ple_model_proj = matrix(ple_proj_i, w.ple_model_proj);
-  final_norm = vec(final_norm_i);
-  ple_proj_norm = vec(ple_norm_i);
-  layers.resize(w.layers.size());
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const LayerWeights& L = w.layers[l];
-    DeviceLayer& d = layers[l];
-    const int64_t* m = lp[l].mats;
-    d.q = matrix(m[0], L.q);
-    d.k = matrix(m[1], L.k);
-    d.v = matrix(m[2], L.v);
-    d.o = matrix(m[3], L.o);
-    d.gate = matrix(m[4], L.gate);
-    d.up = matrix(m[5], L.up);
-    d.down = matrix(m[6], L.down);
-    d.ple_gate = matrix(m[7], L.ple_gate);
-    d.ple_proj = matrix(m[8], L.ple_proj);
-    const int64_t* v = lp[l].vecs;
-    d.input_norm = vec(v[0]);
-    d.post_attn_norm = vec(v[1]);
-    d.pre_ffw_norm = vec(v[2]);
-    d.post_ffw_norm = vec(v[3]);
-    d.q_norm = vec(v[4]);
-    d.k_norm = vec(v[5]);
-    d.post_ple_norm = vec(v[6]);
-    d.router = matrix(m[9], L.router);
-    d.router_weight = vec(v[7]);
-    d.per_expert_scale = vec(v[8]);
-    d.pre_ffw_norm_2 = vec(v[9]);
-    d.post_ffw_norm_1 = vec(v[10]);
-    d.post_ffw_norm_2 = vec(post_ffw_norm_2_piece[l]);
-    for (size_t e = 0; e < L.expert_gate_up.size(); ++e) {
-      d.expert_gate_up.push_back(matrix(lp[l].gate_up[e], L.expert_gate_up[e]));
-      d.expert_down.push_back(matrix(lp[l].down[e], L.expert_down[e]));
-    }
-    d.layer_scalar = L.layer_scalar;
-  }
-  return Status::Ok();
-}
 
 Status CudaModel::Impl::AllocateActivations() {
   const size_t T = size_t(o.max_chunk), D = size_t(c.hidden_size), N = size_t(c.num_heads);
@@ -433,7 +280,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::Make(const ModelConfig& config, co
     m.ple_embed_scale = ScaleInDtype(config.hidden_size_per_layer_input, weights.checkpoint_dtype);
   }
   m.rope = MakeLayerRope(config);
-  GK_RETURN_IF_ERROR(m.Upload(weights, random_seed));
+  GK_ASSIGN_OR_RETURN(m.w, UploadWeights(config, weights, random_seed, m.device_name, m.stream));
   GK_RETURN_IF_ERROR(m.AllocateActivations().Wrap(StrCat("activations for ", m.o.max_chunk, " tokens on ", m.device_name)));
   GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
   GK_RETURN_IF_ERROR(Check(cudaDeviceGetAttribute(&m.multiprocessors, cudaDevAttrMultiProcessorCount, o.device),
@@ -452,12 +299,12 @@ int CudaModel::max_chunk() const { return impl_->o.max_chunk; }
 std::string CudaModel::device() const { return impl_->device_name; }
 DType CudaModel::default_kv_dtype() const { return impl_->kv_default; }
 uint64_t CudaModel::kv_memory_budget() const { return std::max<uint64_t>(impl_->kv_budget, 1); }
-uint64_t CudaModel::weight_bytes() const { return impl_->weight_bytes; }
+uint64_t CudaModel::weight_bytes() const { return impl_->w.bytes; }
 const int32_t* CudaModel::picked_tokens() const { return impl_->h_picked.data(); }
 CudaGraphStats CudaModel::graph_stats() const { return impl_->graph_stats; }
 uint64_t CudaModel::decode_bytes_per_token() const {
-  const DeviceMatrix& t = impl_->ple_embed;
-  return impl_->weight_bytes - (t.empty() ? 0 : uint64_t(t.rows * t.cols) * DTypeSize(t.dtype));
+  const DeviceMatrix& t = impl_->w.ple_embed;
+  return impl_->w.bytes - (t.empty() ? 0 : uint64_t(t.rows * t.cols) * DTypeSize(t.dtype));
 }
 
 Result<std::unique_ptr<PagedKvPool>> CudaModel::NewPagedKvPool(const PagedKvOptions& o) {
@@ -652,13 +499,13 @@ std::pair<int, int64_t> CudaModel::Impl::DecodeAttention(int l) const {
 Status CudaModel::Impl::Forward(int64_t T, int64_t R, PagedKvPool& pool, const cuda::PagedTokens tokens[2]) {
   const int64_t D = c.hidden_size, V = c.vocab_size;
   const int32_t* d_ids = meta.data();
-  GK_RETURN_IF_ERROR(cuda::EmbedRows(embed.data, embed.dtype, embed.rows, D, d_ids, T, embed_scale, -1, x.data(), stream));
+  GK_RETURN_IF_ERROR(cuda::EmbedRows(w.embed.data, w.embed.dtype, w.embed.rows, D, d_ids, T, embed_scale, -1, x.data(), stream));
   if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PerLayerInputs(d_ids, T));
   for (int l = 0; l < c.num_layers; ++l) GK_RETURN_IF_ERROR(Layer(l, T, pool, tokens));
   if (R == 0) return Status::Ok();
   GK_RETURN_IF_ERROR(cuda::GatherRows(x.data(), D, d_rows, R, xn.data(), stream));
-  GK_RETURN_IF_ERROR(cuda::RmsNormRows(xn.data(), final_norm, R, D, c.rms_norm_eps, xn.data(), stream));
-  GK_RETURN_IF_ERROR(gemm->Run(embed, xn.data(), R, logits.data()));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(xn.data(), w.final_norm, R, D, c.rms_norm_eps, xn.data(), stream));
+  GK_RETURN_IF_ERROR(gemm->Run(w.embed, xn.data(), R, logits.data()));
   if (c.final_logit_softcap > 0.f) GK_RETURN_IF_ERROR(cuda::Softcap(logits.data(), R * V, c.final_logit_softcap, stream));
   if (pick_tokens) return cuda::PickTokens(logits.data(), R, V, picks.data(), picked.data(), stream);
   return cuda::ArgMaxRows(logits.data(), R, V, picked.data(), stream);  // one pass over each row
@@ -708,7 +555,7 @@ Status CudaModel::Impl::RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, 
 }
 
 Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::PagedTokens tokens[2]) {
-  const DeviceLayer& L = layers[size_t(l)];
+  const DeviceLayer& L = w.layers[size_t(l)];
   const int64_t D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), F = c.MlpWidth(l);
   const float eps = c.rms_norm_eps;
   const float* cos_sin = rope_table.data() + rope_offset[size_t(rope.slot[size_t(l)])];
@@ -801,7 +648,7 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
 // (GemmaModel::MoeBlock). The routing comes to the host, which groups each expert's tokens;
 // then per chosen expert: gather its rows, gate_up, GeGLU, down, and a weighted scatter-add.
 Status CudaModel::Impl::MoeBlock(int l, int64_t T) {
-  const DeviceLayer& L = layers[size_t(l)];
+  const DeviceLayer& L = w.layers[size_t(l)];
   const int64_t D = c.hidden_size, E = c.num_experts, k = c.top_k_experts, Fe = c.moe_intermediate_size;
   const float eps = c.rms_norm_eps;
   GK_RETURN_IF_ERROR(cuda::RmsNormRows(out.data(), L.post_ffw_norm_1, T, D, eps, out.data(), stream));
@@ -852,18 +699,18 @@ Status CudaModel::Impl::MoeBlock(int l, int64_t T) {
 // (GemmaModel::PerLayerInputs; x holds the scaled embeddings).
 Status CudaModel::Impl::PerLayerInputs(const int32_t* tokens, int64_t T) {
   const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
-  GK_RETURN_IF_ERROR(gemm->Run(ple_model_proj, x.data(), T, ple.data()));
+  GK_RETURN_IF_ERROR(gemm->Run(w.ple_model_proj, x.data(), T, ple.data()));
   GK_RETURN_IF_ERROR(cuda::ScaleRows(ple.data(), T * LP, 1.f / std::sqrt(float(D)), stream));
-  GK_RETURN_IF_ERROR(cuda::RmsNormRows(ple.data(), ple_proj_norm, T * c.num_layers, P, c.rms_norm_eps, ple.data(), stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(ple.data(), w.ple_proj_norm, T * c.num_layers, P, c.rms_norm_eps, ple.data(), stream));
   // Ids past the PLE table take the pad token's row.
-  GK_RETURN_IF_ERROR(cuda::EmbedRows(ple_embed.data, ple_embed.dtype, ple_embed.rows, LP, tokens, T, ple_embed_scale,
+  GK_RETURN_IF_ERROR(cuda::EmbedRows(w.ple_embed.data, w.ple_embed.dtype, w.ple_embed.rows, LP, tokens, T, ple_embed_scale,
                                      c.pad_token_id, ple_tok.data(), stream));
   return cuda::AddScale(ple.data(), ple_tok.data(), T * LP, 1.f / std::sqrt(2.f), stream);
 }
 
 // x += RMSNorm(W_proj(gelu_tanh(W_gate x) · ple[:, l, :]); post_per_layer_input_norm)
 Status CudaModel::Impl::PerLayerInputBlock(int l, int64_t T) {
-  const DeviceLayer& L = layers[size_t(l)];
+  const DeviceLayer& L = w.layers[size_t(l)];
   const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
   GK_RETURN_IF_ERROR(gemm->Run(L.ple_gate, x.data(), T, ple_gate.data()));
   GK_RETURN_IF_ERROR(cuda::GeluTanhMulRows(ple_gate.data(), P, ple.data() + int64_t(l) * P, LP, T, P, ple_gate.data(), P, stream));

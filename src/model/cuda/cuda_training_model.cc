@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -10,7 +11,6 @@
 #include "kernels/cuda/attention_train.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/decoder_ops.h"
-#include "kernels/cuda/fill_random.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/loss_head.h"
 #include "kernels/cuda/row_ops.h"
@@ -19,6 +19,7 @@
 #include "kernels/ops.h"
 #include "kernels/train_ops.h"
 #include "model/cuda/cuda_model.h"
+#include "model/cuda/device_weights.h"
 #include "model/decoder_constants.h"
 
 namespace gk {
@@ -69,19 +70,10 @@ struct CudaTrainingModel::Impl {
   cuda::TrainAttention attention;
   cuda::LossHead head;
 
-  // The frozen base: one allocation.
-  struct Layer {
-    DeviceMatrix q, k, v, o, gate, up, down;
-    const float *input_norm = nullptr, *post_attn_norm = nullptr, *pre_ffw_norm = nullptr, *post_ffw_norm = nullptr;
-    const float *q_norm = nullptr, *k_norm = nullptr;
-    float layer_scalar = 1.f;
-    int lora[kNumLoraTargets] = {-1, -1, -1, -1, -1, -1, -1};  // index into `lora`
-  };
-  DeviceBuffer<std::byte> arena;
-  uint64_t weight_bytes = 0, other_bytes = 0, activation_bytes = 0, peak_used = 0;
-  std::vector<Layer> layers;
-  DeviceMatrix embed;
-  const float* final_norm = nullptr;
+  DeviceWeights base;  // the frozen base: one allocation (model/cuda/device_weights.h)
+  // Per layer and LoRA target: the module's index in `lora`, -1 where the projection has none.
+  std::vector<std::array<int, kNumLoraTargets>> lora_index;
+  uint64_t other_bytes = 0, activation_bytes = 0, peak_used = 0;
   float embed_scale = 1.f;
   std::vector<DeviceLora> lora;
   LayerRope rope;
@@ -108,7 +100,6 @@ struct CudaTrainingModel::Impl {
     if (stream) cudaStreamDestroy(stream);
   }
 
-  Status Upload(const ModelWeights& w, uint64_t random_seed);
   Status Allocate();
   Status Prepare(std::span<const TrainRowView> rows);
   Status Forward(int l, const float* x_in, float* x_out);
@@ -123,86 +114,6 @@ struct CudaTrainingModel::Impl {
   float* U(LoraTarget t) { return u.data() + int64_t(int(t)) * opt.max_tokens * std::max(adapter->rank(), 1); }
   Status Run(std::span<const TrainRowView> rows, float loss_scale, bool backward, MicroBatchStats* stats);
 };
-
-// Matrices and norms into one device allocation (256-byte aligned pieces).
-Status CudaTrainingModel::Impl::Upload(const ModelWeights& w, uint64_t random_seed) {
-  struct Piece {
-    const void* host;  // null: random values (CreateRandom)
-    uint64_t bytes, offset;
-    const MatrixView* matrix;
-  };
-  std::vector<Piece> pieces;
-  uint64_t total = 0;
-  auto add = [&](const void* host, uint64_t bytes, const MatrixView* matrix = nullptr) {
-    pieces.push_back({host, bytes, total, matrix});
-    total += (bytes + 255) / 256 * 256;
-    return pieces.size() - 1;
-  };
-  auto check = [&](const MatrixView& m, const char* what) -> Status {
-    if (m.empty()) return Status::Ok();
-    if ((m.dtype != DType::kBF16 && m.dtype != DType::kF32) || m.packed) {
-      return Status::Error(StrCat("the GPU trainer takes bf16 or f32 weights, not ", DTypeName(m.dtype), m.packed ? " packed" : "",
-                                  " (", what, ")"));
-    }
-    return Status::Ok();
-  };
-  GK_RETURN_IF_ERROR(check(w.embed, "embed_tokens"));
-  const size_t embed_i = add(w.embed.data, uint64_t(w.embed.bytes()), &w.embed);
-  const size_t final_i = add(w.final_norm.data(), w.final_norm.size() * sizeof(float));
-  struct LayerPieces {
-    size_t mats[7], vecs[6];
-  };
-  std::vector<LayerPieces> lp(w.layers.size());
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const LayerWeights& L = w.layers[l];
-    const MatrixView* mats[7] = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down};
-    const std::vector<float>* vecs[6] = {&L.input_norm, &L.post_attn_norm, &L.pre_ffw_norm, &L.post_ffw_norm, &L.q_norm, &L.k_norm};
-    for (int i = 0; i < 7; ++i) {
-      GK_RETURN_IF_ERROR(check(*mats[i], "a layer's projection"));
-      lp[l].mats[i] = add(mats[i]->data, uint64_t(mats[i]->bytes()), mats[i]);
-    }
-    for (int i = 0; i < 6; ++i) lp[l].vecs[i] = add(vecs[i]->data(), vecs[i]->size() * sizeof(float));
-  }
-  weight_bytes = total;
-  size_t free_bytes = 0, total_bytes = 0;
-  GK_RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-  if (total > free_bytes) {
-    return Status::Error(StrCat("the model's weights take ", double(total) / double(1 << 30), " GiB; cuda:", opt.device, " has ",
-                                double(free_bytes) / double(1 << 30), " GiB free"));
-  }
-  GK_ASSIGN_OR_RETURN(arena, DeviceBuffer<std::byte>::Allocate(std::max<uint64_t>(total, 1)));
-  for (const Piece& p : pieces) {
-    if (p.bytes == 0) continue;
-    if (p.host == nullptr) {  // random: uniform with the variance of PyTorch's default Linear init, as CudaModel's
-      const MatrixView& m = *p.matrix;
-      GK_RETURN_IF_ERROR(cuda::FillRandom(arena.data() + p.offset, m.dtype, m.rows * m.cols, 1.f / std::sqrt(float(m.cols)),
-                                          random_seed + p.offset, stream));
-      continue;
-    }
-    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(arena.data() + p.offset, p.host, p.bytes, cudaMemcpyHostToDevice, stream),
-                             "copying the weights to the GPU"));
-  }
-  auto at = [&](size_t i) { return pieces[i].bytes ? static_cast<const void*>(arena.data() + pieces[i].offset) : nullptr; };
-  auto matrix = [&](const MatrixView& m, size_t i) { return DeviceMatrix{m.dtype, m.rows, m.cols, at(i)}; };
-  embed = matrix(w.embed, embed_i);
-  final_norm = static_cast<const float*>(at(final_i));
-  layers.resize(w.layers.size());
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const LayerWeights& L = w.layers[l];
-    Layer& d = layers[l];
-    d.q = matrix(L.q, lp[l].mats[0]);
-    d.k = matrix(L.k, lp[l].mats[1]);
-    d.v = matrix(L.v, lp[l].mats[2]);
-    d.o = matrix(L.o, lp[l].mats[3]);
-    d.gate = matrix(L.gate, lp[l].mats[4]);
-    d.up = matrix(L.up, lp[l].mats[5]);
-    d.down = matrix(L.down, lp[l].mats[6]);
-    const float** vecs[6] = {&d.input_norm, &d.post_attn_norm, &d.pre_ffw_norm, &d.post_ffw_norm, &d.q_norm, &d.k_norm};
-    for (int i = 0; i < 6; ++i) *vecs[i] = static_cast<const float*>(at(lp[l].vecs[i]));
-    d.layer_scalar = L.layer_scalar;
-  }
-  return Check(cudaStreamSynchronize(stream), "copying the weights to the GPU");
-}
 
 Status CudaTrainingModel::Impl::Allocate() {
   const int64_t T = opt.max_tokens, D = c.hidden_size, N = c.num_heads, r = std::max(adapter->rank(), 1);
@@ -253,6 +164,8 @@ Status CudaTrainingModel::Impl::Allocate() {
   GK_ASSIGN_OR_RETURN(loss_rows, DeviceBuffer<int32_t>::Allocate(size_t(T)));
   GK_ASSIGN_OR_RETURN(targets, DeviceBuffer<int32_t>::Allocate(size_t(T)));
   // The adapter's factors and gradients.
+  lora_index.assign(size_t(c.num_layers), {});
+  for (auto& row : lora_index) row.fill(-1);
   for (LoraModule& mod : adapter->modules()) {
     DeviceLora d;
     d.host = &mod;
@@ -263,7 +176,7 @@ Status CudaTrainingModel::Impl::Allocate() {
     other_bytes += 2 * (mod.a.size() + mod.b.size()) * sizeof(float);
     GK_RETURN_IF_ERROR(Check(cudaMemset(d.grad_a.data(), 0, mod.a.size() * sizeof(float)), "cudaMemset"));
     GK_RETURN_IF_ERROR(Check(cudaMemset(d.grad_b.data(), 0, mod.b.size() * sizeof(float)), "cudaMemset"));
-    layers[size_t(mod.layer)].lora[int(mod.target)] = int(lora.size());
+    lora_index[size_t(mod.layer)][int(mod.target)] = int(lora.size());
     lora.push_back(std::move(d));
   }
   return Status::Ok();
@@ -331,7 +244,7 @@ Result<const float*> CudaTrainingModel::Impl::DropoutInput(int l, LoraTarget t, 
 // y = x·Wᵀ + s·(drop(x)·Aᵀ)·Bᵀ, keeping u = drop(x)·Aᵀ for the backward pass.
 Status CudaTrainingModel::Impl::Linear(int l, LoraTarget t, const DeviceMatrix& w, const float* x, float* y) {
   GK_RETURN_IF_ERROR(gemm->Run(w, x, T, y));
-  const int i = layers[size_t(l)].lora[int(t)];
+  const int i = lora_index[size_t(l)][int(t)];
   if (i < 0) return Status::Ok();
   const DeviceLora& d = lora[size_t(i)];
   const int64_t r = adapter->rank(), in = d.host->in, out = d.host->out;
@@ -344,7 +257,7 @@ Status CudaTrainingModel::Impl::Linear(int l, LoraTarget t, const DeviceMatrix& 
 Status CudaTrainingModel::Impl::LinearBackward(int l, LoraTarget t, const DeviceMatrix& w, const float* x, const float* dy,
                                                float* dx_out, bool accumulate) {
   GK_RETURN_IF_ERROR(gemm->RunInputGrad(w, dy, T, dx_out, accumulate));
-  const int i = layers[size_t(l)].lora[int(t)];
+  const int i = lora_index[size_t(l)][int(t)];
   if (i < 0) return Status::Ok();
   DeviceLora& d = lora[size_t(i)];
   const int64_t r = adapter->rank(), in = d.host->in, out = d.host->out;
@@ -381,7 +294,7 @@ cuda::TrainAttentionArgs CudaTrainingModel::Impl::AttentionArgs(int l) {
 // TrainingModel::LayerForward on the device (dense layers): x_out from x_in, this layer's
 // activations left in the buffers for Backward.
 Status CudaTrainingModel::Impl::Forward(int l, const float* x_in, float* x_out) {
-  const Layer& L = layers[size_t(l)];
+  const DeviceLayer& L = base.layers[size_t(l)];
   const int64_t D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), F = c.MlpWidth(l);
   const float eps = c.rms_norm_eps;
   const float* cos_sin = rope_table.data() + rope_offset[size_t(rope.slot[size_t(l)])];
@@ -425,7 +338,7 @@ Status CudaTrainingModel::Impl::Forward(int l, const float* x_in, float* x_out) 
 // TrainingModel::LayerBackward on the device: dx_io is the gradient of the layer's output on
 // entry, of its input on return; the layer's activations are Forward's (just recomputed).
 Status CudaTrainingModel::Impl::Backward(int l, const float* x_in, float* dx_io) {
-  const Layer& L = layers[size_t(l)];
+  const DeviceLayer& L = base.layers[size_t(l)];
   const int64_t D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), F = c.MlpWidth(l);
   const float eps = c.rms_norm_eps;
   const float* cos_sin = rope_table.data() + rope_offset[size_t(rope.slot[size_t(l)])];
@@ -463,18 +376,18 @@ Status CudaTrainingModel::Impl::Run(std::span<const TrainRowView> rows, float lo
   GK_RETURN_IF_ERROR(Prepare(rows));
   const int64_t D = c.hidden_size, Lc = c.num_layers;
   auto input = [&](int64_t l) { return inputs.data() + l * T * D; };
-  GK_RETURN_IF_ERROR(cuda::EmbedRows(embed.data, embed.dtype, embed.rows, D, ids.data(), T, embed_scale, -1, input(0), stream));
+  GK_RETURN_IF_ERROR(cuda::EmbedRows(base.embed.data, base.embed.dtype, base.embed.rows, D, ids.data(), T, embed_scale, -1, input(0), stream));
   for (int l = 0; l < Lc; ++l) GK_RETURN_IF_ERROR(Forward(l, input(l), input(l + 1)));
   MicroBatchStats mb;
   mb.tokens = T;
   mb.targets = R;
   if (R > 0) {
     GK_RETURN_IF_ERROR(cuda::GatherRows(input(Lc), D, loss_rows.data(), R, hrows.data(), stream));
-    GK_RETURN_IF_ERROR(cuda::RmsNormRows(hrows.data(), final_norm, R, D, c.rms_norm_eps, hn.data(), stream));
+    GK_RETURN_IF_ERROR(cuda::RmsNormRows(hrows.data(), base.final_norm, R, D, c.rms_norm_eps, hn.data(), stream));
     cuda::LossHeadArgs la;
     la.h = hn.data();
     la.R = R;
-    la.embed = embed;
+    la.embed = base.embed;
     la.targets = targets.data();
     la.cap = c.final_logit_softcap;
     la.scale = loss_scale;
@@ -487,7 +400,7 @@ Status CudaTrainingModel::Impl::Run(std::span<const TrainRowView> rows, float lo
     // dx of the last layer's output: the target rows' gradient through the final norm, zero elsewhere.
     GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(dx.data(), 0, size_t(T * D) * sizeof(float), stream), "cudaMemset"));
     if (R > 0) {
-      GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(hrows.data(), final_norm, R, D, c.rms_norm_eps, dhn.data(), dd.data(),
+      GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(hrows.data(), base.final_norm, R, D, c.rms_norm_eps, dhn.data(), dd.data(),
                                                    false, stream));
       GK_RETURN_IF_ERROR(cuda::ScatterAddRows(dd.data(), D, loss_rows.data(), ones.data(), R, dx.data(), stream));
     }
@@ -531,6 +444,7 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelCo
                                                                  LoraAdapter* adapter, const CudaTrainingOptions& options,
                                                                  uint64_t random_seed) {
   GK_RETURN_IF_ERROR(CheckCudaTrainingSupport(config, adapter));
+  GK_RETURN_IF_ERROR(CheckCudaSupport(config, weights));
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.c = config;
@@ -541,7 +455,7 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelCo
   GK_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
   m.embed_scale = ScaleInDtype(config.hidden_size, weights.checkpoint_dtype);
   m.rope = MakeLayerRope(config);
-  GK_RETURN_IF_ERROR(m.Upload(weights, random_seed));
+  GK_ASSIGN_OR_RETURN(m.base, UploadWeights(config, weights, random_seed, StrCat("cuda:", options.device), m.stream));
   GK_RETURN_IF_ERROR(m.Allocate().Wrap(StrCat("training buffers for ", m.opt.max_tokens, " tokens on cuda:", options.device)));
   GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
   std::unique_ptr<CudaTrainingModel> model(new CudaTrainingModel(std::move(impl)));
@@ -595,6 +509,6 @@ int64_t CudaTrainingModel::activation_bytes() const { return int64_t(impl_->acti
 TrainPrecision CudaTrainingModel::precision() const { return impl_->opt.precision; }
 std::string CudaTrainingModel::device() const { return StrCat("cuda:", impl_->opt.device); }
 uint64_t CudaTrainingModel::peak_device_bytes() const { return impl_->peak_used; }
-uint64_t CudaTrainingModel::device_bytes() const { return impl_->weight_bytes + impl_->other_bytes; }
+uint64_t CudaTrainingModel::device_bytes() const { return impl_->base.bytes + impl_->other_bytes; }
 
 }  // namespace gk
