@@ -13,7 +13,9 @@
 #                                               `cuda`), `bench model --device cuda` on the 31B
 #                                               and E4B shapes (random weights made on the GPU),
 #                                               `bench train --device cuda` on the 31B shape and
-#                                               the tiny recipe trained on the GPU,
+#                                               the tiny recipe trained on the GPU, the
+#                                               GPU trainer against the PyTorch oracle and
+#                                               against HF transformers + PEFT themselves,
 #                                               and the serving end-to-end test with --device
 #                                               cuda, and the 64-prompt burst through `serve
 #                                               --device cuda --preset 31b` and `bench serve`
@@ -123,7 +125,26 @@ run)
     cp "$d/run/metrics.jsonl" "$logs/train_tiny_cuda_metrics.jsonl"
     cp "$d/run/training_run.json" "$logs/train_tiny_cuda_run.json"
   }
-  export -f serve_burst train_tiny
+  # A short real run of the 31B shape: a checkpoint of its first 6 layers (5 sliding, 1 global:
+  # both head dims; the disk cannot hold all 60), synth-verilog rows packed to 3,072 tokens, the
+  # reference recipe for 3 steps; then the report's training table of it beside the tiny run.
+  train_31b() {
+    local d="$dir/train-31b"
+    "$gk" init --preset 31b --num-layers 6 --out "$d/model" --seed 1 > /dev/null &&
+      "$gk" data synth-verilog --out "$d/data" --n 600 --seed 2 > /dev/null &&
+      "$gk" train --config recipes/gemma4-31b-verilog-lora.toml --device cuda --set model="$d/model" \
+        --set data="$d/data/sft.jsonl" --set out="$d/run" --set batch.max_steps=3 --set optim.warmup_steps=1 \
+        --set checkpoint.save_every=0
+    local rc=$?
+    rm -rf "$d/model"  # 8 GB of the machine's disk
+    [ $rc = 0 ] || return 1
+    cp "$d/run/metrics.jsonl" "$logs/train_31b_cuda_metrics.jsonl"
+    cp "$d/run/training_run.json" "$logs/train_31b_cuda_run.json"
+    local runs=("$d/run") labels="31B first 6 layers (GPU)"
+    [ -f "$dir/train-tiny/run/training_run.json" ] && runs=("$dir/train-tiny/run" "$d/run") labels="tiny (GPU),$labels"
+    "$gk" report "${runs[@]}" --label "$labels" --out "$logs/report/training.html" && sed -n '/^## Training/,/^Cost =/p' "$logs/report/training.md"
+  }
+  export -f serve_burst train_tiny train_31b
   export gk tok logs dir
   step nvidia_smi 30 nvidia-smi
   step devices 30 "$gk" devices
@@ -147,10 +168,14 @@ run)
   pkill -f -- '--preset 31b --port 8011' 2> /dev/null  # a server the time limit left behind
   step bench_train_31b 150 "$gk" bench train --device cuda --preset 31b "${layers[@]}" --seq-len 3072 --rank 64 --steps 2
   step train_tiny_cuda 90 train_tiny
+  step train_31b_cuda 150 train_31b
   # The GPU trainer step for step against the PyTorch oracle (tests/oracle/train_ref.py, on the
   # machine's python3 with torch): losses, gradient norms, the final adapters.
   step train_oracle_cuda 120 env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_TRAIN_EXTRA_ARGS="--device cuda" \
     python3 tests/train/train_oracle_e2e_test.py --gemmakit "$gk"
+  # The same runs against HF transformers + PEFT + torch AdamW themselves (the machine's python3
+  # has them): gemmakit on the CPU and the GPU, and the oracle, each against HF + PEFT.
+  step train_hf_peft 150 env GEMMAKIT_TOKENIZER_DIR="$tok" python3 tests/train/train_hf_peft_test.py --gemmakit "$gk"
   step train_device_resume 120 env GEMMAKIT_TOKENIZER_DIR="$tok" python3 tests/train/train_device_resume_test.py --gemmakit "$gk"
   step serve_e2e_cuda 120 env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_SERVE_EXTRA_ARGS="--device cuda" \
     python3 tests/serve/serve_e2e_test.py --gemmakit "$gk"

@@ -2,6 +2,7 @@
 
 Debian's /usr/bin/python3 with numpy (and torch for the oracle test); stdlib otherwise.
 
+  has_cuda_device(gk)               whether `gemmakit devices` lists a CUDA device
   make_model(gk, dir, seed)         `gemmakit init --preset tiny` (random weights, real tokenizer)
   make_short_rows(gk, path, ...)    CodeV-R1-style rows from `gemmakit data synth-verilog`, their
                                     prompts cut to a dozen words so that a row is ~60-150 tokens
@@ -9,6 +10,7 @@ Debian's /usr/bin/python3 with numpy (and torch for the oracle test); stdlib oth
   write_recipe(path, **keys)        a TOML recipe from {"lora.rank": 4, "model": ..., ...}
   read_safetensors(path)            {name: numpy array} (F32, BF16, F16, I32, I64, U8), by hand
   read_metrics(run_dir)             the parsed lines of RUN/metrics.jsonl
+  check_steps(label, run, ref, n)   a run's metrics against a reference's losses.json, step by step
 """
 
 import json
@@ -60,6 +62,15 @@ def run(gk, args, timeout=300, ok=True):
     if ok and p.returncode != 0:
         fail(f"gemmakit {' '.join(str(a) for a in args)} failed with status {p.returncode}:\n{p.stdout}\n{p.stderr}")
     return p
+
+
+def has_cuda_device(gk):
+    """Whether `gemmakit devices` lists a CUDA device (a CUDA build on a machine with a GPU)."""
+    p = subprocess.run([gk, "devices", "--json"], capture_output=True, text=True, timeout=60)
+    try:
+        return bool(json.loads(p.stdout).get("cuda", {}).get("devices"))
+    except ValueError:
+        return False
 
 
 def make_model(gk, out_dir, seed=1):
@@ -146,11 +157,20 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
-def check_steps(label, out, ref, steps):
-    """RUN/metrics.jsonl against train_ref.py's losses.json, step by step: step numbers and target
-    tokens exactly, loss to 1e-4 and the pre-clipping gradient norm to 1e-3 (relative), the
-    learning rate to 1e-9. Returns the oracle's records."""
-    got = read_metrics(out)
+def losses_as_metrics(ref):
+    """A reference's losses.json records in RUN/metrics.jsonl's names, for check_steps(got=)."""
+    with open(os.path.join(ref, "losses.json")) as f:
+        return [{"step": w["step"], "loss": w["loss"], "grad_norm": w["grad_norm"], "learning_rate": w["lr"],
+                 "target_tokens": w["target_tokens"]} for w in json.load(f)["steps"]]
+
+
+def check_steps(label, out, ref, steps, got=None):
+    """RUN/metrics.jsonl (or got, in its names) against a reference's losses.json (train_ref.py's
+    layout), step by step: step numbers and target tokens exactly, loss to 1e-4 and the
+    pre-clipping gradient norm to 1e-3 (relative), the learning rate to 1e-9. Returns the
+    reference's records."""
+    if got is None:
+        got = read_metrics(out)
     with open(os.path.join(ref, "losses.json")) as f:
         want = json.load(f)["steps"]
     check(len(got) == steps and len(want) == steps, f"{label}: {len(got)} metrics lines, {len(want)} oracle steps")

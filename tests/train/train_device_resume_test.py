@@ -21,7 +21,6 @@ the reference's scale per tensor (Adam turns last-bit gradient differences into 
 on elements whose gradient is tiny: tests/train/train_oracle_e2e_test.py explains the bound).
 """
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -31,18 +30,10 @@ import time
 
 import numpy as np
 
-from train_common import (check, count_lines, env, fail, finish, make_model, make_short_rows, read_metrics,
-                          read_safetensors, write_recipe)
+from train_common import (check, count_lines, env, fail, finish, has_cuda_device, make_model, make_short_rows,
+                          read_metrics, read_safetensors, write_recipe)
 
 STEPS = 6
-
-
-def has_gpu(gk):
-    p = subprocess.run([gk, "devices", "--json"], capture_output=True, text=True, timeout=60)
-    try:
-        return bool(json.loads(p.stdout).get("cuda", {}).get("devices"))
-    except ValueError:
-        return False
 
 
 def recipe_keys(model, rows, out):
@@ -78,7 +69,7 @@ def main():
     ap.add_argument("--keep", help="work in this directory and leave it")
     a = ap.parse_args()
     gk = os.path.abspath(a.gemmakit)
-    if not has_gpu(gk):
+    if not has_cuda_device(gk):
         print("SKIP: no CUDA device (gemmakit devices)")
         sys.exit(77)
     t0 = time.time()

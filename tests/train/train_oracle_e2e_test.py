@@ -110,7 +110,10 @@ def prepare(gk, work, model, rows_jsonl, loss_mode):
     return ds, batch
 
 
-def gemmakit_run(gk, work, model, ds, init_dir, loss_mode, precision, tag):
+def gemmakit_run(gk, work, model, ds, init_dir, loss_mode, precision, tag, extra_args=None):
+    """One `gemmakit train` of the comparison's recipe. extra_args: more train flags; None takes
+    them from GEMMAKIT_TRAIN_EXTRA_ARGS (scripts/device_check.sh: --device cuda, the GPU trainer
+    against the same oracle)."""
     out = os.path.join(work, f"run-{tag}")
     recipe = write_recipe(os.path.join(work, f"recipe-{tag}.toml"), {
         "model": model, "out": out, "seed": 3,
@@ -122,10 +125,9 @@ def gemmakit_run(gk, work, model, ds, init_dir, loss_mode, precision, tag):
         "batch.micro_batch": MICRO, "batch.grad_accum": ACCUM, "batch.max_steps": STEPS,
         "checkpoint.save_every": 0, "checkpoint.keep_last": 1, "train.precision": precision,
     })
-    # GEMMAKIT_TRAIN_EXTRA_ARGS: more train flags (scripts/device_check.sh: --device cuda, the
-    # GPU trainer against the same oracle).
-    run(gk, ["train", "--config", recipe, "--threads", "2"] + os.environ.get("GEMMAKIT_TRAIN_EXTRA_ARGS", "").split(),
-        timeout=300)
+    if extra_args is None:
+        extra_args = os.environ.get("GEMMAKIT_TRAIN_EXTRA_ARGS", "").split()
+    run(gk, ["train", "--config", recipe, "--threads", "2"] + list(extra_args), timeout=300)
     with open(os.path.join(out, "training_run.json")) as f:
         got = json.load(f)["precision"]
     check(got == precision, f"{tag}: training_run.json says precision {got!r}, the recipe {precision!r}")
@@ -153,19 +155,31 @@ def one_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
     print(f"[{loss_mode}] gemmakit {t_gk:.1f} s, oracle {time.time() - t0 - t_gk:.1f} s", flush=True)
 
     want = check_steps(loss_mode, out, ref, STEPS)
-    check(want[0]["lr"] == 0.0 and max(w["lr"] for w in want) == LR, f"{loss_mode}: schedule {[w['lr'] for w in want]}")
-    if CLIP[loss_mode] > 0:
-        clipped = sum(w["grad_norm"] > CLIP[loss_mode] for w in want)
-        check(0 < clipped < STEPS, f"{loss_mode}: clipping at {CLIP[loss_mode]} triggered on {clipped} of {STEPS} "
-              f"steps (norms {[round(w['grad_norm'], 3) for w in want]}); the test wants some, not all")
-        print(f"[{loss_mode}] clipping at {CLIP[loss_mode]}: {clipped} of {STEPS} steps clipped", flush=True)
+    check_premises(loss_mode, loss_mode, want)
 
     a = read_safetensors(os.path.join(out, "adapter", "adapter_model.safetensors"))
     b = read_safetensors(os.path.join(ref, "adapter_model.safetensors"))
-    check(set(a) == set(b) == set(init), f"{loss_mode}: adapter keys differ: {sorted(set(a) ^ set(b))[:4]}")
+    compare_adapters(loss_mode, a, b, init)
+
+
+def check_premises(label, loss_mode, want):
+    """The reference run's records (losses.json's "steps") do what the comparison needs: the
+    schedule starts at 0 and peaks at LR, and where the mode clips, some steps clip and some not."""
+    check(want[0]["lr"] == 0.0 and max(w["lr"] for w in want) == LR, f"{label}: schedule {[w['lr'] for w in want]}")
+    if CLIP[loss_mode] > 0:
+        clipped = sum(w["grad_norm"] > CLIP[loss_mode] for w in want)
+        check(0 < clipped < STEPS, f"{label}: clipping at {CLIP[loss_mode]} triggered on {clipped} of {STEPS} "
+              f"steps (norms {[round(w['grad_norm'], 3) for w in want]}); the test wants some, not all")
+        print(f"[{label}] clipping at {CLIP[loss_mode]}: {clipped} of {STEPS} steps clipped", flush=True)
+
+
+def compare_adapters(label, a, b, init):
+    """Final adapter a against the reference's b, both trained from init (see the module
+    docstring for the bounds); prints the worst tensors."""
+    check(set(a) == set(b) == set(init), f"{label}: adapter keys differ: {sorted((set(a) ^ set(b)) | (set(a) ^ set(init)))[:4]}")
     worst_max, worst_upd, moved = (0.0, ""), (0.0, ""), 0.0
-    for k in sorted(set(a) & set(b)):
-        if not check(a[k].shape == b[k].shape, f"{loss_mode}: {k} shape {a[k].shape} vs {b[k].shape}"):
+    for k in sorted(set(a) & set(b) & set(init)):
+        if not check(a[k].shape == b[k].shape, f"{label}: {k} shape {a[k].shape} vs {b[k].shape}"):
             continue
         x, y, x0 = a[k].astype(np.float64), b[k].astype(np.float64), init[k].astype(np.float64)
         r_max = float(np.abs(x - y).max() / max(np.abs(y).max(), 1e-30))
@@ -174,10 +188,10 @@ def one_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
         moved = max(moved, float(np.abs(upd_ref).max()))
         worst_max = max(worst_max, (r_max, k))
         worst_upd = max(worst_upd, (r_upd, k))
-        check(r_max < 1e-3, f"{loss_mode}: {k}: max|gk - ref| / max|ref| = {r_max:.2e} (tol 1e-3)")
-        check(r_upd < 1e-2, f"{loss_mode}: {k}: |upd_gk - upd_ref| / |upd_ref| = {r_upd:.2e} (tol 1e-2)")
-    check(moved > 1e-3, f"{loss_mode}: the oracle's parameters moved by at most {moved:.1e}: the test is too weak")
-    print(f"[{loss_mode}] final adapter ({len(b)} tensors): worst max|diff|/max|ref| {worst_max[0]:.2e} ({worst_max[1]}), "
+        check(r_max < 1e-3, f"{label}: {k}: max|gk - ref| / max|ref| = {r_max:.2e} (tol 1e-3)")
+        check(r_upd < 1e-2, f"{label}: {k}: |upd_gk - upd_ref| / |upd_ref| = {r_upd:.2e} (tol 1e-2)")
+    check(moved > 1e-3, f"{label}: the reference's parameters moved by at most {moved:.1e}: the test is too weak")
+    print(f"[{label}] final adapter ({len(b)} tensors): worst max|diff|/max|ref| {worst_max[0]:.2e} ({worst_max[1]}), "
           f"worst update rel diff {worst_upd[0]:.2e}, all tensors {update_distance(a, b, init):.2e}, "
           f"largest update {moved:.2e}", flush=True)
 
@@ -186,7 +200,7 @@ def update_distance(a, b, init):
     """‖(a − init) − (b − init)‖ / ‖b − init‖ over every tensor at once: how differently two runs
     moved the adapter."""
     d = n = 0.0
-    for k in init:
+    for k in set(init) & set(a) & set(b):
         x0 = init[k].astype(np.float64)
         ua, ub = a[k].astype(np.float64) - x0, b[k].astype(np.float64) - x0
         d += float(np.sum((ua - ub) ** 2))
