@@ -167,6 +167,7 @@ run)
   step serve_burst_31b 150 serve_burst 31b "${layers[@]}"
   pkill -f -- '--preset 31b --port 8011' 2> /dev/null  # a server the time limit left behind
   step bench_train_31b 150 "$gk" bench train --device cuda --preset 31b "${layers[@]}" --seq-len 3072 --rank 64 --steps 2
+  step bench_train_e4b 60 "$gk" bench train --device cuda --preset e4b --seq-len 3072 --rank 64 --steps 2
   step train_tiny_cuda 90 train_tiny
   step train_31b_cuda 150 train_31b
   # The GPU trainer step for step against the PyTorch oracle (tests/oracle/train_ref.py, on the

@@ -695,17 +695,9 @@ Status CudaModel::Impl::MoeBlock(int l, int64_t T) {
   return cuda::RmsNormAddRows(moe_out.data(), L.post_ffw_norm_2, T, D, eps, out.data(), stream);
 }
 
-// ple[t, l, :] = (RMSNorm_P(x_emb[t] · W_plmᵀ · D^-½) + E_ple[token] · sqrt(P)) · 2^-½
-// (GemmaModel::PerLayerInputs; x holds the scaled embeddings).
+// The per-layer inputs (model/cuda/device_weights.h); x holds the scaled embeddings.
 Status CudaModel::Impl::PerLayerInputs(const int32_t* tokens, int64_t T) {
-  const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
-  GK_RETURN_IF_ERROR(gemm->Run(w.ple_model_proj, x.data(), T, ple.data()));
-  GK_RETURN_IF_ERROR(cuda::ScaleRows(ple.data(), T * LP, 1.f / std::sqrt(float(D)), stream));
-  GK_RETURN_IF_ERROR(cuda::RmsNormRows(ple.data(), w.ple_proj_norm, T * c.num_layers, P, c.rms_norm_eps, ple.data(), stream));
-  // Ids past the PLE table take the pad token's row.
-  GK_RETURN_IF_ERROR(cuda::EmbedRows(w.ple_embed.data, w.ple_embed.dtype, w.ple_embed.rows, LP, tokens, T, ple_embed_scale,
-                                     c.pad_token_id, ple_tok.data(), stream));
-  return cuda::AddScale(ple.data(), ple_tok.data(), T * LP, 1.f / std::sqrt(2.f), stream);
+  return gk::PerLayerInputs(c, w, *gemm, x.data(), tokens, T, ple_embed_scale, ple.data(), ple_tok.data(), stream);
 }
 
 // x += RMSNorm(W_proj(gelu_tanh(W_gate x) · ple[:, l, :]); post_per_layer_input_norm)

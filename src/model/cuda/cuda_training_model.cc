@@ -29,11 +29,7 @@ using cuda::DeviceBuffer;
 using cuda::DeviceMatrix;
 
 Status CheckCudaTrainingSupport(const ModelConfig& c, const LoraAdapter* adapter) {
-  if (c.hidden_size_per_layer_input > 0) return Status::Error("the GPU trainer does not run per-layer embeddings (E2B/E4B) yet");
   if (c.enable_moe_block) return Status::Error("the GPU trainer does not run the MoE block (26B-A4B) yet");
-  for (int l = 0; l < c.num_layers; ++l) {
-    if (c.IsKvShared(l)) return Status::Error("the GPU trainer does not run KV-shared layers yet");
-  }
   if (adapter == nullptr) return Status::Error("the GPU trainer trains LoRA adapters; full fine-tuning runs on the CPU");
   return Status::Ok();
 }
@@ -74,7 +70,7 @@ struct CudaTrainingModel::Impl {
   // Per layer and LoRA target: the module's index in `lora`, -1 where the projection has none.
   std::vector<std::array<int, kNumLoraTargets>> lora_index;
   uint64_t other_bytes = 0, activation_bytes = 0, peak_used = 0;
-  float embed_scale = 1.f;
+  float embed_scale = 1.f, ple_embed_scale = 1.f;
   std::vector<DeviceLora> lora;
   LayerRope rope;
   std::vector<int64_t> rope_offset;  // per RoPE slot: its table's offset in rope_table
@@ -92,6 +88,12 @@ struct CudaTrainingModel::Impl {
   DeviceBuffer<float> xn, q_raw, k_raw, v_raw, q, k, v, att, lse, o, x1, xn2, g, up, act, m, u;
   DeviceBuffer<float> dx, dxn, dd, dq, dk, dv, datt, df1, df2, df3, du, hrows, hn, dhn, ones;
   DeviceBuffer<float> drop, lora_dx;  // LoRA dropout: the dropped input, the masked gradient
+  // KV sharing (E2B/E4B): per source layer, its K and V (after norms and RoPE) kept for the
+  // layers that share them, and the gradients those layers send back; empty elsewhere.
+  std::vector<DeviceBuffer<float>> shared_k, shared_v, shared_dk, shared_dv;
+  // Per-layer embeddings (E2B/E4B): the inputs of every layer (T × L × P), and one layer's
+  // slice of them, gate, gated input and projection; the backward pass's gradients.
+  DeviceBuffer<float> ple, ple_tok, ple_l, ple_g, ple_a, ple_o, dple_a, dple_g, dple_up;
   bool dropout_on = false;
   uint64_t dropout_key = 0;
 
@@ -104,6 +106,11 @@ struct CudaTrainingModel::Impl {
   Status Prepare(std::span<const TrainRowView> rows);
   Status Forward(int l, const float* x_in, float* x_out);
   Status Backward(int l, const float* x_in, float* dx_io);
+  Status PleForward(int l, float* x);
+  Status PleBackward(int l, float* dx);
+  // The K and V layer l attends over: its own, or its source layer's (KV sharing).
+  float* AttentionK(int l) { return c.IsKvShared(l) ? shared_k[size_t(c.KvSourceLayer(l))].data() : k.data(); }
+  float* AttentionV(int l) { return c.IsKvShared(l) ? shared_v[size_t(c.KvSourceLayer(l))].data() : v.data(); }
   Status Linear(int l, LoraTarget t, const DeviceMatrix& w, const float* x, float* y);
   // drop(x) for the LoRA of (layer, target): x itself without dropout, else into `drop`.
   Result<const float*> DropoutInput(int l, LoraTarget t, const float* x, int64_t in);
@@ -137,7 +144,31 @@ Status CudaTrainingModel::Impl::Allocate() {
   for (auto* b : {&g, &up, &act}) GK_RETURN_IF_ERROR(alloc(*b, T * F));
   GK_RETURN_IF_ERROR(alloc(lse, N * T));
   GK_RETURN_IF_ERROR(alloc(u, int64_t(kNumLoraTargets) * T * r));
+  const int64_t P = c.hidden_size_per_layer_input;
+  if (P > 0) {
+    const int64_t LP = int64_t(c.num_layers) * P;
+    GK_RETURN_IF_ERROR(alloc(ple, T * LP));
+    GK_RETURN_IF_ERROR(alloc(ple_tok, T * LP));
+    for (auto* b : {&ple_l, &ple_g, &ple_a}) GK_RETURN_IF_ERROR(alloc(*b, T * P));
+    GK_RETURN_IF_ERROR(alloc(ple_o, T * D));
+  }
+  for (auto* v : {&shared_k, &shared_v, &shared_dk, &shared_dv}) v->resize(size_t(c.num_layers));
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!c.IsKvSource(l)) continue;
+    const int64_t n = T * c.KvHeads(l) * c.HeadDim(l);
+    GK_RETURN_IF_ERROR(alloc(shared_k[size_t(l)], n));
+    GK_RETURN_IF_ERROR(alloc(shared_v[size_t(l)], n));
+  }
   activation_bytes = other_bytes;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!c.IsKvSource(l)) continue;
+    const int64_t n = T * c.KvHeads(l) * c.HeadDim(l);
+    GK_RETURN_IF_ERROR(alloc(shared_dk[size_t(l)], n));
+    GK_RETURN_IF_ERROR(alloc(shared_dv[size_t(l)], n));
+  }
+  if (P > 0) {
+    for (auto* b : {&dple_a, &dple_g, &dple_up}) GK_RETURN_IF_ERROR(alloc(*b, T * P));
+  }
   // The backward pass's gradients and the loss head's rows.
   for (auto* b : {&dx, &dxn, &dd, &hrows, &hn, &dhn}) GK_RETURN_IF_ERROR(alloc(*b, T * D));
   for (auto* b : {&dq, &datt}) GK_RETURN_IF_ERROR(alloc(*b, T * NH));
@@ -284,8 +315,8 @@ cuda::TrainAttentionArgs CudaTrainingModel::Impl::AttentionArgs(int l) {
   a.window = c.IsFull(l) ? 0 : c.sliding_window;
   a.dtype = opt.precision == TrainPrecision::kBf16 ? DType::kBF16 : DType::kF32;
   a.q = q.data();
-  a.k = k.data();
-  a.v = v.data();
+  a.k = AttentionK(l);
+  a.v = AttentionV(l);
   a.out = att.data();
   a.lse = lse.data();
   return a;
@@ -298,24 +329,34 @@ Status CudaTrainingModel::Impl::Forward(int l, const float* x_in, float* x_out) 
   const int64_t D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), F = c.MlpWidth(l);
   const float eps = c.rms_norm_eps;
   const float* cos_sin = rope_table.data() + rope_offset[size_t(rope.slot[size_t(l)])];
+  const size_t kv_bytes = size_t(T * K * H) * sizeof(float);
+  const bool own_kv = !c.IsKvShared(l);  // a KV-shared layer projects only Q
   GK_RETURN_IF_ERROR(cuda::RmsNormRows(x_in, L.input_norm, T, D, eps, xn.data(), stream));
   GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kQ, L.q, xn.data(), q_raw.data()));
-  GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kK, L.k, xn.data(), k_raw.data()));
-  if (c.KEqV(l)) {  // V is the raw K projection (LoRA included), before k_norm and RoPE
-    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(v_raw.data(), k_raw.data(), size_t(T * K * H) * sizeof(float),
-                                             cudaMemcpyDeviceToDevice, stream), "copying K to V"));
-  } else {
-    GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kV, L.v, xn.data(), v_raw.data()));
-  }
   GK_RETURN_IF_ERROR(cuda::RmsNormRows(q_raw.data(), L.q_norm, T * N, H, eps, q.data(), stream));
   GK_RETURN_IF_ERROR(cuda::RopeRows(q.data(), T, N, H, cos_sin, stream));
-  GK_RETURN_IF_ERROR(cuda::RmsNormRows(k_raw.data(), L.k_norm, T * K, H, eps, k.data(), stream));
-  GK_RETURN_IF_ERROR(cuda::RopeRows(k.data(), T, K, H, cos_sin, stream));
-  if (c.arch == Arch::kGemma4) {
-    GK_RETURN_IF_ERROR(cuda::RmsNormRows(v_raw.data(), nullptr, T * K, H, eps, v.data(), stream));
-  } else {
-    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(v.data(), v_raw.data(), size_t(T * K * H) * sizeof(float),
-                                             cudaMemcpyDeviceToDevice, stream), "copying V"));
+  if (own_kv) {
+    GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kK, L.k, xn.data(), k_raw.data()));
+    if (c.KEqV(l)) {  // V is the raw K projection (LoRA included), before k_norm and RoPE
+      GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(v_raw.data(), k_raw.data(), kv_bytes, cudaMemcpyDeviceToDevice, stream),
+                               "copying K to V"));
+    } else {
+      GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kV, L.v, xn.data(), v_raw.data()));
+    }
+    GK_RETURN_IF_ERROR(cuda::RmsNormRows(k_raw.data(), L.k_norm, T * K, H, eps, k.data(), stream));
+    GK_RETURN_IF_ERROR(cuda::RopeRows(k.data(), T, K, H, cos_sin, stream));
+    if (c.arch == Arch::kGemma4) {
+      GK_RETURN_IF_ERROR(cuda::RmsNormRows(v_raw.data(), nullptr, T * K, H, eps, v.data(), stream));
+    } else {
+      GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(v.data(), v_raw.data(), kv_bytes, cudaMemcpyDeviceToDevice, stream),
+                               "copying V"));
+    }
+  }
+  if (c.IsKvSource(l)) {  // kept for the shared layers (a remat recompute rewrites k and v)
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(shared_k[size_t(l)].data(), k.data(), kv_bytes, cudaMemcpyDeviceToDevice, stream),
+                             "keeping K for the shared layers"));
+    GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(shared_v[size_t(l)].data(), v.data(), kv_bytes, cudaMemcpyDeviceToDevice, stream),
+                             "keeping V for the shared layers"));
   }
   GK_RETURN_IF_ERROR(attention.Forward(AttentionArgs(l), *gemm, stream));
   GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kO, L.o, att.data(), o.data()));
@@ -331,8 +372,36 @@ Status CudaTrainingModel::Impl::Forward(int l, const float* x_in, float* x_out) 
   GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(x_out, x1.data(), size_t(T * D) * sizeof(float), cudaMemcpyDeviceToDevice, stream),
                            "copying the residual"));
   GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(m.data(), L.post_ffw_norm, T, D, eps, x_out, stream));
+  if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PleForward(l, x_out));
   if (L.layer_scalar != 1.f) GK_RETURN_IF_ERROR(cuda::ScaleRows(x_out, T * D, L.layer_scalar, stream));
   return Status::Ok();
+}
+
+// x += RMSNorm(W_proj(gelu_tanh(W_gate x) · ple[:, l, :]); post_ple_norm) (TrainingModel::PleForward),
+// keeping the gate, the layer's slice of the inputs and the projection for PleBackward.
+Status CudaTrainingModel::Impl::PleForward(int l, float* x) {
+  const DeviceLayer& L = base.layers[size_t(l)];
+  const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
+  GK_RETURN_IF_ERROR(Check(cudaMemcpy2DAsync(ple_l.data(), size_t(P) * sizeof(float), ple.data() + int64_t(l) * P,
+                                             size_t(LP) * sizeof(float), size_t(P) * sizeof(float), size_t(T),
+                                             cudaMemcpyDeviceToDevice, stream), "slicing the per-layer inputs"));
+  GK_RETURN_IF_ERROR(gemm->Run(L.ple_gate, x, T, ple_g.data()));
+  GK_RETURN_IF_ERROR(cuda::GeluTanhMul(ple_g.data(), ple_l.data(), T * P, ple_a.data(), stream));
+  GK_RETURN_IF_ERROR(gemm->Run(L.ple_proj, ple_a.data(), T, ple_o.data()));
+  return cuda::RmsNormAddRows(ple_o.data(), L.post_ple_norm, T, D, c.rms_norm_eps, x, stream);
+}
+
+// dx: the gradient of PleForward's output on entry, of its input on return (the weights are
+// frozen: TrainingModel::PleBackward without the weight gradients).
+Status CudaTrainingModel::Impl::PleBackward(int l, float* dx) {
+  const DeviceLayer& L = base.layers[size_t(l)];
+  const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input;
+  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(ple_o.data(), L.post_ple_norm, T, D, c.rms_norm_eps, dx, dd.data(), false,
+                                               stream));
+  GK_RETURN_IF_ERROR(gemm->RunInputGrad(L.ple_proj, dd.data(), T, dple_a.data(), false));
+  GK_RETURN_IF_ERROR(cuda::GeluTanhMulBackward(ple_g.data(), ple_l.data(), dple_a.data(), T * P, dple_g.data(),
+                                               dple_up.data(), stream));
+  return gemm->RunInputGrad(L.ple_gate, dple_g.data(), T, dx, true);
 }
 
 // TrainingModel::LayerBackward on the device: dx_io is the gradient of the layer's output on
@@ -342,7 +411,9 @@ Status CudaTrainingModel::Impl::Backward(int l, const float* x_in, float* dx_io)
   const int64_t D = c.hidden_size, N = c.num_heads, H = c.HeadDim(l), K = c.KvHeads(l), F = c.MlpWidth(l);
   const float eps = c.rms_norm_eps;
   const float* cos_sin = rope_table.data() + rope_offset[size_t(rope.slot[size_t(l)])];
+  const bool own_kv = !c.IsKvShared(l);
   if (L.layer_scalar != 1.f) GK_RETURN_IF_ERROR(cuda::ScaleRows(dx_io, T * D, L.layer_scalar, stream));
+  if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PleBackward(l, dx_io));  // now the gradient of x2
   GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(m.data(), L.post_ffw_norm, T, D, eps, dx_io, dd.data(), false, stream));
   GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kDown, L.down, act.data(), dd.data(), df1.data(), false));
   GK_RETURN_IF_ERROR(cuda::GeluTanhMulBackward(g.data(), up.data(), df1.data(), T * F, df2.data(), df3.data(), stream));
@@ -352,19 +423,30 @@ Status CudaTrainingModel::Impl::Backward(int l, const float* x_in, float* dx_io)
   GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(o.data(), L.post_attn_norm, T, D, eps, dx_io, dd.data(), false, stream));
   GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kO, L.o, att.data(), dd.data(), datt.data(), false));
   GK_RETURN_IF_ERROR(attention.Backward(AttentionArgs(l), datt.data(), dq.data(), dk.data(), dv.data(), *gemm, stream));
+  const int64_t kv = T * K * H;
+  if (!own_kv) {  // the K/V belong to the source layer, whose backward pass comes later
+    const size_t src = size_t(c.KvSourceLayer(l));
+    GK_RETURN_IF_ERROR(cuda::AddScale(shared_dk[src].data(), dk.data(), kv, 1.f, stream));
+    GK_RETURN_IF_ERROR(cuda::AddScale(shared_dv[src].data(), dv.data(), kv, 1.f, stream));
+  } else if (c.IsKvSource(l)) {  // what the shared layers sent back
+    GK_RETURN_IF_ERROR(cuda::AddScale(dk.data(), shared_dk[size_t(l)].data(), kv, 1.f, stream));
+    GK_RETURN_IF_ERROR(cuda::AddScale(dv.data(), shared_dv[size_t(l)].data(), kv, 1.f, stream));
+  }
   GK_RETURN_IF_ERROR(cuda::RopeRows(dq.data(), T, N, H, cos_sin, stream, /*inverse=*/true));
-  GK_RETURN_IF_ERROR(cuda::RopeRows(dk.data(), T, K, H, cos_sin, stream, /*inverse=*/true));
   GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(q_raw.data(), L.q_norm, T * N, H, eps, dq.data(), dq.data(), false, stream));
-  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(k_raw.data(), L.k_norm, T * K, H, eps, dk.data(), dk.data(), false, stream));
-  if (c.arch == Arch::kGemma4) {
-    GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(v_raw.data(), nullptr, T * K, H, eps, dv.data(), dv.data(), false, stream));
-  }
-  if (c.KEqV(l)) {  // V was the raw K projection: its gradient joins K's
-    GK_RETURN_IF_ERROR(cuda::AddScale(dk.data(), dv.data(), T * K * H, 1.f, stream));
-  }
   GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kQ, L.q, xn.data(), dq.data(), dxn.data(), false));
-  GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kK, L.k, xn.data(), dk.data(), dxn.data(), true));
-  if (!c.KEqV(l)) GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kV, L.v, xn.data(), dv.data(), dxn.data(), true));
+  if (own_kv) {
+    GK_RETURN_IF_ERROR(cuda::RopeRows(dk.data(), T, K, H, cos_sin, stream, /*inverse=*/true));
+    GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(k_raw.data(), L.k_norm, T * K, H, eps, dk.data(), dk.data(), false, stream));
+    if (c.arch == Arch::kGemma4) {
+      GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(v_raw.data(), nullptr, T * K, H, eps, dv.data(), dv.data(), false, stream));
+    }
+    if (c.KEqV(l)) {  // V was the raw K projection: its gradient joins K's
+      GK_RETURN_IF_ERROR(cuda::AddScale(dk.data(), dv.data(), kv, 1.f, stream));
+    }
+    GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kK, L.k, xn.data(), dk.data(), dxn.data(), true));
+    if (!c.KEqV(l)) GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kV, L.v, xn.data(), dv.data(), dxn.data(), true));
+  }
   return cuda::RmsNormBackwardRows(x_in, L.input_norm, T, D, eps, dxn.data(), dx_io, true, stream);
 }
 
@@ -377,6 +459,15 @@ Status CudaTrainingModel::Impl::Run(std::span<const TrainRowView> rows, float lo
   const int64_t D = c.hidden_size, Lc = c.num_layers;
   auto input = [&](int64_t l) { return inputs.data() + l * T * D; };
   GK_RETURN_IF_ERROR(cuda::EmbedRows(base.embed.data, base.embed.dtype, base.embed.rows, D, ids.data(), T, embed_scale, -1, input(0), stream));
+  if (c.hidden_size_per_layer_input > 0) {
+    GK_RETURN_IF_ERROR(PerLayerInputs(c, base, *gemm, input(0), ids.data(), T, ple_embed_scale, ple.data(), ple_tok.data(),
+                                      stream));
+  }
+  for (auto* grads : {&shared_dk, &shared_dv}) {
+    for (DeviceBuffer<float>& g : *grads) {
+      if (g.size() > 0) GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(g.data(), 0, g.size() * sizeof(float), stream), "cudaMemset"));
+    }
+  }
   for (int l = 0; l < Lc; ++l) GK_RETURN_IF_ERROR(Forward(l, input(l), input(l + 1)));
   MicroBatchStats mb;
   mb.tokens = T;
@@ -454,6 +545,9 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelCo
   GK_RETURN_IF_ERROR(Check(cudaSetDevice(options.device), "cudaSetDevice"));
   GK_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
   m.embed_scale = ScaleInDtype(config.hidden_size, weights.checkpoint_dtype);
+  if (config.hidden_size_per_layer_input > 0) {
+    m.ple_embed_scale = ScaleInDtype(config.hidden_size_per_layer_input, weights.checkpoint_dtype);
+  }
   m.rope = MakeLayerRope(config);
   GK_ASSIGN_OR_RETURN(m.base, UploadWeights(config, weights, random_seed, StrCat("cuda:", options.device), m.stream));
   GK_RETURN_IF_ERROR(m.Allocate().Wrap(StrCat("training buffers for ", m.opt.max_tokens, " tokens on cuda:", options.device)));

@@ -5,10 +5,10 @@
 // concatenated, attention never crossing a row) and every layer's forward pass is recomputed
 // just before its backward pass (remat): only the layers' inputs are kept.
 //
-// Runs dense Gemma 4 (K=V global layers, proportional RoPE, layer scalars) and Gemma 3.
-// LoRA dropout draws TrainingModel's masks (the same keys, the same bits). Refused with one
-// line: per-layer embeddings (E2B/E4B), KV sharing, the MoE block, full fine-tuning (not yet on
-// the GPU).
+// Runs dense Gemma 4 (K=V global layers, proportional RoPE, layer scalars), E2B/E4B (per-layer
+// embeddings, KV sharing, double-wide MLP) and Gemma 3. LoRA dropout draws TrainingModel's masks
+// (the same keys, the same bits). Refused with one line: the MoE block and full fine-tuning (not
+// yet on the GPU).
 //
 // Gradients accumulate on the device over micro-batches; DownloadGradients brings them into
 // the adapter's grad_a / grad_b (and zeroes the device's) for the host's optimizer step, after

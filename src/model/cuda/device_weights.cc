@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include "kernels/cuda/decoder_ops.h"
 #include "kernels/cuda/fill_random.h"
+#include "kernels/cuda/row_ops.h"
 
 namespace gk {
 namespace {
@@ -142,6 +144,18 @@ Result<DeviceWeights> UploadWeights(const ModelConfig& c, const ModelWeights& w,
     d.layer_scalar = L.layer_scalar;
   }
   return Result<DeviceWeights>(std::move(out));  // explicit: nvcc-safe, as DeviceBuffer's
+}
+
+Status PerLayerInputs(const ModelConfig& c, const DeviceWeights& w, cuda::GemmRunner& gemm, const float* x_emb,
+                      const int32_t* tokens, int64_t T, float ple_embed_scale, float* ple, float* tok,
+                      cudaStream_t stream) {
+  const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
+  GK_RETURN_IF_ERROR(gemm.Run(w.ple_model_proj, x_emb, T, ple));
+  GK_RETURN_IF_ERROR(cuda::ScaleRows(ple, T * LP, 1.f / std::sqrt(float(D)), stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(ple, w.ple_proj_norm, T * c.num_layers, P, c.rms_norm_eps, ple, stream));
+  GK_RETURN_IF_ERROR(cuda::EmbedRows(w.ple_embed.data, w.ple_embed.dtype, w.ple_embed.rows, LP, tokens, T, ple_embed_scale,
+                                     c.pad_token_id, tok, stream));
+  return cuda::AddScale(ple, tok, T * LP, 1.f / std::sqrt(2.f), stream);
 }
 
 }  // namespace gk

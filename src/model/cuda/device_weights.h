@@ -53,4 +53,12 @@ struct DeviceWeights {
 Result<DeviceWeights> UploadWeights(const ModelConfig& c, const ModelWeights& w, uint64_t random_seed,
                                     const std::string& device_name, cudaStream_t stream);
 
+// The per-layer inputs of E2B/E4B (GemmaModel::PerLayerInputs), T tokens × L layers × P:
+// ple = (RMSNorm_P(x_emb · W_plmᵀ · D^-½) + E_ple[token] · ple_embed_scale) · 2^-½, from the
+// scaled embeddings x_emb (T × D); ids past the PLE table take the pad token's row. tok: T × L × P
+// scratch. Both GPU runners call it.
+Status PerLayerInputs(const ModelConfig& c, const DeviceWeights& w, cuda::GemmRunner& gemm, const float* x_emb,
+                      const int32_t* tokens, int64_t T, float ple_embed_scale, float* ple, float* tok,
+                      cudaStream_t stream);
+
 }  // namespace gk

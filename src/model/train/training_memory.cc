@@ -109,6 +109,17 @@ GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int 
     m.items.push_back({"gradients of one layer (f32)", 4 * T * (6 * D + 2 * NH + 2 * KH + 3 * double(F) + rank),
                        "dx, dq, dk, dv, the MLP's and the loss rows'"});
   }
+  if (c.hidden_size_per_layer_input > 0 || c.num_kv_shared_layers > 0) {
+    // E2B/E4B: every layer's per-layer inputs and their token rows (T × L × P each), one layer's
+    // slice and the gradients of its gate (P each); each KV source layer's K and V kept for the
+    // layers sharing them, and the gradients those send back.
+    const double P = double(c.hidden_size_per_layer_input);
+    double n = P > 0 ? 2 * double(c.num_layers) * P + 4 * P : 0;
+    for (int l = 0; l < c.num_layers; ++l) {
+      if (c.IsKvSource(l)) n += 4.0 * double(c.KvHeads(l)) * double(c.HeadDim(l));
+    }
+    m.items.push_back({"per-layer inputs, shared K/V (f32)", 4 * T * n, "E2B/E4B: PLE and KV sharing"});
+  }
   uint64_t attention = 0;
   for (int l = 0; l < c.num_layers; ++l) {  // the largest layer's: one workspace for all
     attention = std::max(attention, TrainAttentionTileBytes(c.num_heads, c.KvHeads(l), c.HeadDim(l), tokens,
