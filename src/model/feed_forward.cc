@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "kernels/matmul.h"
+#include "kernels/moe_routing.h"
 #include "kernels/ops.h"
 #include "model/forward_scratch.h"
 #include "model/gemma_model.h"
@@ -51,18 +52,13 @@ void GemmaModel::MoeBlock(int l, int64_t T) {
   std::memset(r, 0, sizeof(float) * size_t(T * D));
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int thread) {
     float* tmp = s_->expert_tmp[size_t(thread)].data();  // gate_up (2·Fe), h (Fe), down (D)
-    std::vector<int64_t> order(static_cast<size_t>(E));
+    std::vector<int32_t> idx(static_cast<size_t>(E)), top(static_cast<size_t>(topk));
+    std::vector<float> weights(static_cast<size_t>(topk));
     for (int64_t t = b; t < e; ++t) {
-      float* probs = s_->router.data() + t * E;
-      SoftmaxInPlace(probs, E);
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + topk, order.end(),
-                        [&](int64_t a, int64_t z) { return probs[a] > probs[z] || (probs[a] == probs[z] && a < z); });
-      float total = 0.f;
-      for (int64_t k = 0; k < topk; ++k) total += probs[order[size_t(k)]];
+      RouteToken(s_->router.data() + t * E, E, topk, lw.per_expert_scale.data(), top.data(), weights.data(), idx.data());
       for (int64_t k = 0; k < topk; ++k) {
-        const int64_t ex = order[size_t(k)];
-        const float weight = probs[ex] / total * lw.per_expert_scale[size_t(ex)];
+        const int64_t ex = top[size_t(k)];
+        const float weight = weights[size_t(k)];
         const MatrixView& gu = lw.expert_gate_up[size_t(ex)];
         MatMulRows(gu, s_->moe_x.data() + t * D, 1, tmp, 0, gu.rows);
         GeluTanhMul(tmp, tmp + Fe, Fe, tmp + 2 * Fe);

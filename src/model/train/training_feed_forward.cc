@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "kernels/gemm.h"
+#include "kernels/moe_routing.h"
 #include "kernels/ops.h"
 #include "kernels/train_ops.h"
 #include "model/train/training_buffers.h"
@@ -115,29 +116,12 @@ void TrainingModel::MoeForward(int l, LayerActs& a) {
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     std::vector<int32_t> idx(static_cast<size_t>(E));
     for (int64_t t = b; t < e; ++t) {
-      float* p = a.probs.data() + t * E;
-      SoftmaxInPlace(p, E);
-      std::iota(idx.begin(), idx.end(), 0);
-      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                        [&](int32_t x, int32_t z) { return p[x] > p[z] || (p[x] == p[z] && x < z); });
-      float total = 0.f;
-      for (int64_t j = 0; j < k; ++j) total += p[idx[size_t(j)]];
-      for (int64_t j = 0; j < k; ++j) {
-        const int32_t ex = idx[size_t(j)];
-        a.top[size_t(t * k + j)] = ex;
-        a.top_w[size_t(t * k + j)] = p[ex] / total * lw.per_expert_scale[size_t(ex)];
-      }
+      RouteToken(a.probs.data() + t * E, E, k, lw.per_expert_scale.data(), a.top.data() + t * k, a.top_w.data() + t * k,
+                 idx.data());
     }
   });
-  // Slots sorted by expert (stable: by token within an expert).
-  std::fill(a.expert_begin.begin(), a.expert_begin.end(), 0);
-  for (int64_t i = 0; i < T * k; ++i) ++a.expert_begin[size_t(a.top[size_t(i)]) + 1];
-  std::partial_sum(a.expert_begin.begin(), a.expert_begin.end(), a.expert_begin.begin());
-  {
-    std::vector<int64_t> next(a.expert_begin.begin(), a.expert_begin.end() - 1);
-    for (int64_t i = 0; i < T * k; ++i) a.order[size_t(next[size_t(a.top[size_t(i)])]++)] = int32_t(i);
-  }
   const int64_t n = T * k;
+  GroupSlotsByExpert(a.top.data(), n, E, a.expert_begin.data(), a.order.data());
   MoeGatherExpertInputs(a);
   for (int64_t ex = 0; ex < E; ++ex) {
     const int64_t i0 = a.expert_begin[size_t(ex)], ne = a.expert_begin[size_t(ex) + 1] - i0;
@@ -256,20 +240,8 @@ void TrainingModel::MoeBackward(int l, const LayerActs& a, const float* dmm, flo
   // on the chosen experts, 0 elsewhere; then the softmax: dz = p ∘ (dp − p·dp).
   pool_->ParallelFor(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
-      const float* p = a.probs.data() + t * E;
-      float* dz = s.dz.data() + t * E;
-      std::fill(dz, dz + E, 0.f);
-      double total = 0, dot = 0;
-      for (int64_t j = 0; j < k; ++j) total += p[a.top[size_t(t * k + j)]];
-      for (int64_t j = 0; j < k; ++j) dot += double(dw[size_t(t * k + j)]) * a.top_w[size_t(t * k + j)];
-      double pdp = 0;
-      for (int64_t j = 0; j < k; ++j) {
-        const int32_t ex = a.top[size_t(t * k + j)];
-        const double dp = (double(dw[size_t(t * k + j)]) * lw.per_expert_scale[size_t(ex)] - dot) / total;
-        dz[ex] = float(dp);
-        pdp += double(p[ex]) * dp;
-      }
-      for (int64_t ex = 0; ex < E; ++ex) dz[ex] = float(double(p[ex]) * (double(dz[ex]) - pdp));
+      RouteTokenBackward(a.probs.data() + t * E, E, k, a.top.data() + t * k, a.top_w.data() + t * k, dw.data() + t * k,
+                         lw.per_expert_scale.data(), s.dz.data() + t * E);
     }
   });
   if (float* g = WeightGrad(&lw.per_expert_scale)) {  // w_j = p_j / S · scale_e: dscale_e += dw_j · p_j / S
