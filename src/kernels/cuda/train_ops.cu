@@ -56,18 +56,50 @@ __global__ void RmsNormBackwardKernel(const float* x, const float* w, int64_t n,
   }
 }
 
+// out = gelu_tanh(x)·u: *dx = g·u·gelu'(x), *du = g·gelu(x).
+__device__ void GeluTanhMulGrad(float x, float u, float g, float* dx, float* du) {
+  constexpr float kC = 0.7978845608028654f;  // sqrt(2/pi)
+  const float x2 = x * x;
+  const float t = tanhf(kC * (x + 0.044715f * x * x2));
+  const float gelu = 0.5f * x * (1.f + t);
+  const float d = 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kC * (1.f + 3.f * 0.044715f * x2);
+  *dx = g * u * d;
+  *du = g * gelu;
+}
+
 __global__ void GeluTanhMulBackwardKernel(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,
                                           float* dup) {
-  constexpr float kC = 0.7978845608028654f;  // sqrt(2/pi)
   for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads) {
-    const float x = gate[i], x2 = x * x;
-    const float t = tanhf(kC * (x + 0.044715f * x * x2));
-    const float gelu = 0.5f * x * (1.f + t);
-    const float d = 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kC * (1.f + 3.f * 0.044715f * x2);
-    const float g = dout[i];
-    dgate[i] = g * up[i] * d;
-    dup[i] = g * gelu;
+    GeluTanhMulGrad(gate[i], up[i], dout[i], dgate + i, dup + i);
   }
+}
+
+// One block per row: the fused gate|up rows of the MoE experts (row strides).
+__global__ void GeluTanhMulBackwardRowsKernel(const float* gate, const float* up, int64_t in_stride, const float* dout,
+                                              int64_t dout_stride, int64_t n, float* dgate, float* dup,
+                                              int64_t out_stride) {
+  const int64_t r = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+    GeluTanhMulGrad(gate[r * in_stride + i], up[r * in_stride + i], dout[r * dout_stride + i],
+                    dgate + r * out_stride + i, dup + r * out_stride + i);
+  }
+}
+
+// One block per slot i: deo_i = w_i · dy[token_i], dw_i = dy[token_i] · eo_i (in double).
+__global__ void MoeSlotBackwardKernel(const float* dy, int64_t D, const int32_t* token, const float* weight,
+                                      const float* eo, float* deo, float* dw) {
+  const int64_t i = blockIdx.x;
+  const float* g = dy + int64_t(token[i]) * D;
+  const float* o = eo + i * D;
+  float* d = deo + i * D;
+  const float w = weight[i];
+  double dot = 0;
+  for (int64_t j = threadIdx.x; j < D; j += kThreads) {
+    dot += double(g[j]) * o[j];
+    d[j] = w * g[j];
+  }
+  dot = BlockSumD(dot);
+  if (threadIdx.x == 0) dw[i] = float(dot);
 }
 
 __global__ void CrossEntropyGradKernel(float* z, int64_t n, const float* lse, const int32_t* target, int64_t v0, float cap,
@@ -137,6 +169,22 @@ Status GeluTanhMulBackward(const float* gate, const float* up, const float* dout
   if (n == 0) return Status::Ok();
   GeluTanhMulBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(gate, up, dout, n, dgate, dup);
   return CheckLaunch("GeluTanhMulBackwardKernel");
+}
+
+Status GeluTanhMulBackwardRows(const float* gate, const float* up, int64_t in_stride, const float* dout,
+                               int64_t dout_stride, int64_t rows, int64_t n, float* dgate, float* dup, int64_t out_stride,
+                               cudaStream_t stream) {
+  if (rows == 0) return Status::Ok();
+  GeluTanhMulBackwardRowsKernel<<<unsigned(rows), kThreads, 0, stream>>>(gate, up, in_stride, dout, dout_stride, n, dgate,
+                                                                         dup, out_stride);
+  return CheckLaunch("GeluTanhMulBackwardRowsKernel");
+}
+
+Status MoeSlotBackward(const float* dy, int64_t D, const int32_t* token, const float* weight, const float* eo, int64_t n,
+                       float* deo, float* dw, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  MoeSlotBackwardKernel<<<unsigned(n), kThreads, 0, stream>>>(dy, D, token, weight, eo, deo, dw);
+  return CheckLaunch("MoeSlotBackwardKernel");
 }
 
 Status CrossEntropyGradRows(float* z, int64_t rows, int64_t n, const float* lse, const int32_t* target, int64_t v0,

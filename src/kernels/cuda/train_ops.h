@@ -1,7 +1,7 @@
 // The training step's row operations on the GPU, the CUDA twins of kernels/train_ops.h and
 // engines/train/adamw.h (same formulas, same accumulation precision), for the GPU trainer
-// (issue "CUDA training"): the backward passes of RMSNorm and GeGLU (RoPE's: decoder_ops.h's
-// RopeRows, inverse), the cross-entropy
+// (issue "CUDA training"): the backward passes of RMSNorm, GeGLU (RoPE's: decoder_ops.h's
+// RopeRows, inverse) and the MoE block's weighted sum, the cross-entropy
 // gradient of a chunk of the vocabulary's logits, the sum of squares of the global gradient
 // norm, and the AdamW update. Pointers are device memory; each call queues one kernel on
 // `stream`.
@@ -22,6 +22,16 @@ Status RmsNormBackwardRows(const float* x, const float* w, int64_t rows, int64_t
 // out = gelu_tanh(gate)·up: dgate = dout·up·gelu'(gate), dup = dout·gelu(gate), n elements.
 Status GeluTanhMulBackward(const float* gate, const float* up, const float* dout, int64_t n, float* dgate, float* dup,
                            cudaStream_t stream);
+// The same over `rows` rows of n, each row's gate and up at row stride in_stride (the experts'
+// fused gate|up rows: up = gate + Fe), dout at dout_stride, dgate and dup at out_stride.
+Status GeluTanhMulBackwardRows(const float* gate, const float* up, int64_t in_stride, const float* dout,
+                               int64_t dout_stride, int64_t rows, int64_t n, float* dgate, float* dup, int64_t out_stride,
+                               cudaStream_t stream);
+// The MoE output y[t] = Σ_j w_j · eo_j backward, per slot i of n (token[i], weight[i], the
+// expert's output row eo_i): deo_i = w_i · dy[token[i]], dw[i] = dy[token[i]] · eo_i (summed in
+// double, as TrainingModel::MoeBackward). Rows of D.
+Status MoeSlotBackward(const float* dy, int64_t D, const int32_t* token, const float* weight, const float* eo, int64_t n,
+                       float* deo, float* dw, cudaStream_t stream);
 // CrossEntropyGradRow on each row r of a chunk of logits z (rows × n, the chunk's first
 // vocabulary id v0): z_j ← scale·(exp(z_j − lse_r) − [v0 + j = target_r])·(1 − (z_j/cap)²).
 Status CrossEntropyGradRows(float* z, int64_t rows, int64_t n, const float* lse, const int32_t* target, int64_t v0,

@@ -65,6 +65,45 @@ TEST(CudaTrainOps, RmsNormAndGeluBackwardMatchTheCpu) {
   EXPECT_LT(RelErr(Down(d_dup), dup), 1e-5);
 }
 
+// The MoE experts' fused gate|up rows (row stride 2·Fe) against the CPU's per-row backward, as
+// TrainingModel::MoeBackward runs it; and the weighted sum's backward per slot.
+TEST(CudaTrainOps, MoeBackwardPiecesMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  const int64_t rows = 37, Fe = 300, D = 520, T = 11;
+  const auto eg = Random(size_t(rows * 2 * Fe), rng, 3.f), dact = Random(size_t(rows * Fe), rng);
+  std::vector<float> dgu(static_cast<size_t>(rows * 2 * Fe));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = eg.data() + r * 2 * Fe;
+    gk::GeluTanhMulBackward(g, g + Fe, dact.data() + r * Fe, Fe, dgu.data() + r * 2 * Fe, dgu.data() + r * 2 * Fe + Fe);
+  }
+  auto d_eg = Up(eg), d_dact = Up(dact), d_dgu = Up(Poison(dgu.size()));
+  Status st = GeluTanhMulBackwardRows(d_eg.data(), d_eg.data() + Fe, 2 * Fe, d_dact.data(), Fe, rows, Fe, d_dgu.data(),
+                                     d_dgu.data() + Fe, 2 * Fe, nullptr);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_LT(RelErr(Down(d_dgu), dgu), 1e-5);
+
+  const auto dy = Random(size_t(T * D), rng), eo = Random(size_t(rows * D), rng), weight = Random(size_t(rows), rng);
+  std::vector<int32_t> token(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) token[size_t(i)] = int32_t((i * 7) % T);
+  std::vector<float> deo(static_cast<size_t>(rows * D)), dw(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    double dot = 0;
+    for (int64_t j = 0; j < D; ++j) {
+      const float g = dy[size_t(token[size_t(i)] * D + j)];
+      dot += double(g) * eo[size_t(i * D + j)];
+      deo[size_t(i * D + j)] = weight[size_t(i)] * g;
+    }
+    dw[size_t(i)] = float(dot);
+  }
+  auto d_dy = Up(dy), d_eo = Up(eo), d_w = Up(weight), d_deo = Up(Poison(deo.size())), d_dw = Up(Poison(dw.size()));
+  auto d_tok = Up(token);
+  st = MoeSlotBackward(d_dy.data(), D, d_tok.data(), d_w.data(), d_eo.data(), rows, d_deo.data(), d_dw.data(), nullptr);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(Down(d_deo), deo);  // one product per element: exact
+  EXPECT_LT(RelErr(Down(d_dw), dw), 1e-6);
+}
+
 // The inverse rotation, as the CPU trainer computes it (ApplyRopeCosSin with the sines negated),
 // on a table with a partial-RoPE tail (cos 1, sin 0).
 TEST(CudaTrainOps, RopeBackwardIsTheCpusInverseRotation) {

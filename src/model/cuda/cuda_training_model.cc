@@ -16,6 +16,7 @@
 #include "kernels/cuda/row_ops.h"
 #include "kernels/cuda/train_ops.h"
 #include "kernels/matmul.h"
+#include "kernels/moe_routing.h"
 #include "kernels/ops.h"
 #include "kernels/train_ops.h"
 #include "model/cuda/cuda_model.h"
@@ -28,8 +29,7 @@ using cuda::Check;
 using cuda::DeviceBuffer;
 using cuda::DeviceMatrix;
 
-Status CheckCudaTrainingSupport(const ModelConfig& c, const LoraAdapter* adapter) {
-  if (c.enable_moe_block) return Status::Error("the GPU trainer does not run the MoE block (26B-A4B) yet");
+Status CheckCudaTrainingSupport(const ModelConfig&, const LoraAdapter* adapter) {
   if (adapter == nullptr) return Status::Error("the GPU trainer trains LoRA adapters; full fine-tuning runs on the CPU");
   return Status::Ok();
 }
@@ -40,6 +40,17 @@ namespace {
 struct DeviceLora {
   LoraModule* host = nullptr;
   DeviceBuffer<float> a, b, grad_a, grad_b;  // (r, in), (out, r)
+};
+
+// The MoE router's products stay f32-accurate in either precision, as TrainingModel's
+// (WeightMatMul): a rounding must not flip which experts a token takes.
+class SplitActivations {
+ public:
+  SplitActivations() : was_(ActiveBf16Activations()) { SetBf16Activations(Bf16Activations::kSplit); }
+  ~SplitActivations() { SetBf16Activations(was_); }
+
+ private:
+  Bf16Activations was_;
 };
 
 // y (T × N) = alpha · op(x) · op(w) + beta · y in f32 (LoRA's products).
@@ -94,6 +105,17 @@ struct CudaTrainingModel::Impl {
   // Per-layer embeddings (E2B/E4B): the inputs of every layer (T × L × P), and one layer's
   // slice of them, gate, gated input and projection; the backward pass's gradients.
   DeviceBuffer<float> ple, ple_tok, ple_l, ple_g, ple_a, ple_o, dple_a, dple_g, dple_up;
+  // The MoE block (26B-A4B): one layer's expert inputs, gate|up, activations and outputs in slot
+  // order (slots grouped by expert, kernels/moe_routing.h), its sum and the block's output; the
+  // backward pass's gradients. The routing itself is the host's, from the GPU's router logits,
+  // through the CPU's functions: both trainers choose the same experts.
+  DeviceBuffer<float> xe, router_in, logits, slot_weight, xg, eg, ea, eo, y, mm;
+  DeviceBuffer<int32_t> slot_token;
+  DeviceBuffer<float> dm_moe, dy_moe, deo, dw, dact, dgu, dxg, dxe, dz, drouter;
+  std::vector<float> h_probs, h_top_w, h_slot_weight, h_dw, h_dw_slot, h_dz;
+  std::vector<int32_t> h_top, h_order, h_slot_token, h_idx;
+  std::vector<int64_t> h_expert_begin;
+  std::vector<std::vector<float>> h_expert_scale;  // per layer: per_expert_scale, for the host's routing
   bool dropout_on = false;
   uint64_t dropout_key = 0;
 
@@ -108,6 +130,11 @@ struct CudaTrainingModel::Impl {
   Status Backward(int l, const float* x_in, float* dx_io);
   Status PleForward(int l, float* x);
   Status PleBackward(int l, float* dx);
+  Status MoeForward(int l);
+  Status MoeBackward(int l, const float* dmm, float* dx);
+  // Expert e's slots: [begin, begin + count) of the slot order.
+  int64_t ExpertBegin(int64_t e) const { return h_expert_begin[size_t(e)]; }
+  int64_t ExpertCount(int64_t e) const { return h_expert_begin[size_t(e) + 1] - h_expert_begin[size_t(e)]; }
   // The K and V layer l attends over: its own, or its source layer's (KV sharing).
   float* AttentionK(int l) { return c.IsKvShared(l) ? shared_k[size_t(c.KvSourceLayer(l))].data() : k.data(); }
   float* AttentionV(int l) { return c.IsKvShared(l) ? shared_v[size_t(c.KvSourceLayer(l))].data() : v.data(); }
@@ -152,6 +179,16 @@ Status CudaTrainingModel::Impl::Allocate() {
     for (auto* b : {&ple_l, &ple_g, &ple_a}) GK_RETURN_IF_ERROR(alloc(*b, T * P));
     GK_RETURN_IF_ERROR(alloc(ple_o, T * D));
   }
+  const int64_t E = c.num_experts, Fe = c.moe_intermediate_size, slots = T * c.top_k_experts;
+  if (c.enable_moe_block) {
+    for (auto* b : {&xe, &router_in, &y, &mm}) GK_RETURN_IF_ERROR(alloc(*b, T * D));
+    GK_RETURN_IF_ERROR(alloc(logits, T * E));
+    GK_RETURN_IF_ERROR(alloc(slot_weight, slots));
+    for (auto* b : {&xg, &eo}) GK_RETURN_IF_ERROR(alloc(*b, slots * D));
+    GK_RETURN_IF_ERROR(alloc(eg, slots * 2 * Fe));
+    GK_RETURN_IF_ERROR(alloc(ea, slots * Fe));
+    GK_ASSIGN_OR_RETURN(slot_token, DeviceBuffer<int32_t>::Allocate(size_t(slots)));
+  }
   for (auto* v : {&shared_k, &shared_v, &shared_dk, &shared_dv}) v->resize(size_t(c.num_layers));
   for (int l = 0; l < c.num_layers; ++l) {
     if (!c.IsKvSource(l)) continue;
@@ -168,6 +205,14 @@ Status CudaTrainingModel::Impl::Allocate() {
   }
   if (P > 0) {
     for (auto* b : {&dple_a, &dple_g, &dple_up}) GK_RETURN_IF_ERROR(alloc(*b, T * P));
+  }
+  if (c.enable_moe_block) {
+    for (auto* b : {&dm_moe, &dy_moe, &dxe, &drouter}) GK_RETURN_IF_ERROR(alloc(*b, T * D));
+    for (auto* b : {&deo, &dxg}) GK_RETURN_IF_ERROR(alloc(*b, slots * D));
+    GK_RETURN_IF_ERROR(alloc(dw, slots));
+    GK_RETURN_IF_ERROR(alloc(dact, slots * Fe));
+    GK_RETURN_IF_ERROR(alloc(dgu, slots * 2 * Fe));
+    GK_RETURN_IF_ERROR(alloc(dz, T * E));
   }
   // The backward pass's gradients and the loss head's rows.
   for (auto* b : {&dx, &dxn, &dd, &hrows, &hn, &dhn}) GK_RETURN_IF_ERROR(alloc(*b, T * D));
@@ -369,9 +414,10 @@ Status CudaTrainingModel::Impl::Forward(int l, const float* x_in, float* x_out) 
   GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kUp, L.up, xn2.data(), up.data()));
   GK_RETURN_IF_ERROR(cuda::GeluTanhMul(g.data(), up.data(), T * F, act.data(), stream));
   GK_RETURN_IF_ERROR(Linear(l, LoraTarget::kDown, L.down, act.data(), m.data()));
+  if (c.enable_moe_block) GK_RETURN_IF_ERROR(MoeForward(l));  // mm = RmsNorm(m) + RmsNorm(experts)
   GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(x_out, x1.data(), size_t(T * D) * sizeof(float), cudaMemcpyDeviceToDevice, stream),
                            "copying the residual"));
-  GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(m.data(), L.post_ffw_norm, T, D, eps, x_out, stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(c.enable_moe_block ? mm.data() : m.data(), L.post_ffw_norm, T, D, eps, x_out, stream));
   if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PleForward(l, x_out));
   if (L.layer_scalar != 1.f) GK_RETURN_IF_ERROR(cuda::ScaleRows(x_out, T * D, L.layer_scalar, stream));
   return Status::Ok();
@@ -404,6 +450,119 @@ Status CudaTrainingModel::Impl::PleBackward(int l, float* dx) {
   return gemm->RunInputGrad(L.ple_gate, dple_g.data(), T, dx, true);
 }
 
+// mm = RMSNorm(m; post_ffw_norm_1) + RMSNorm(y; post_ffw_norm_2), y = Σ_j w_j · expert_j(xe),
+// xe = RMSNorm(x1; pre_ffw_norm_2) (TrainingModel::MoeForward). The router's logits come to
+// the host, which routes each token as the CPU does and groups the slots by expert; the
+// experts then run on their slots' rows, grouped.
+Status CudaTrainingModel::Impl::MoeForward(int l) {
+  const DeviceLayer& L = base.layers[size_t(l)];
+  const int64_t D = c.hidden_size, E = c.num_experts, Fe = c.moe_intermediate_size, k = c.top_k_experts, n = T * k;
+  const float eps = c.rms_norm_eps;
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(x1.data(), L.pre_ffw_norm_2, T, D, eps, xe.data(), stream));
+  // The router's input RmsNorm_noscale(x1) · router.scale · D^-½ (router_weight holds the product).
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(x1.data(), L.router_weight, T, D, eps, router_in.data(), stream));
+  {
+    SplitActivations f32_accurate;
+    GK_RETURN_IF_ERROR(gemm->Run(L.router, router_in.data(), T, logits.data()));
+  }
+  h_probs.resize(size_t(T * E));
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(h_probs.data(), logits.data(), h_probs.size() * sizeof(float),
+                                           cudaMemcpyDeviceToHost, stream), "copying the router's logits"));
+  GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the router's logits"));
+  h_top.resize(size_t(n));
+  h_top_w.resize(size_t(n));
+  h_idx.resize(size_t(E));
+  for (int64_t t = 0; t < T; ++t) {
+    RouteToken(h_probs.data() + t * E, E, k, h_expert_scale[size_t(l)].data(), h_top.data() + t * k,
+               h_top_w.data() + t * k, h_idx.data());
+  }
+  h_expert_begin.resize(size_t(E) + 1);
+  h_order.resize(size_t(n));
+  GroupSlotsByExpert(h_top.data(), n, E, h_expert_begin.data(), h_order.data());
+  h_slot_token.resize(size_t(n));
+  h_slot_weight.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    h_slot_token[size_t(i)] = h_order[size_t(i)] / int32_t(k);
+    h_slot_weight[size_t(i)] = h_top_w[size_t(h_order[size_t(i)])];
+  }
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(slot_token.data(), h_slot_token.data(), size_t(n) * sizeof(int32_t),
+                                           cudaMemcpyHostToDevice, stream), "copying the routing to the GPU"));
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(slot_weight.data(), h_slot_weight.data(), size_t(n) * sizeof(float),
+                                           cudaMemcpyHostToDevice, stream), "copying the routing to the GPU"));
+  GK_RETURN_IF_ERROR(cuda::GatherRows(xe.data(), D, slot_token.data(), n, xg.data(), stream));
+  for (int64_t e = 0; e < E; ++e) {
+    if (ExpertCount(e) == 0) continue;
+    GK_RETURN_IF_ERROR(gemm->Run(L.expert_gate_up[size_t(e)], xg.data() + ExpertBegin(e) * D, ExpertCount(e),
+                                 eg.data() + ExpertBegin(e) * 2 * Fe));
+  }
+  GK_RETURN_IF_ERROR(cuda::GeluTanhMulRows(eg.data(), 2 * Fe, eg.data() + Fe, 2 * Fe, n, Fe, ea.data(), Fe, stream));
+  GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(y.data(), 0, size_t(T * D) * sizeof(float), stream), "cudaMemset"));
+  for (int64_t e = 0; e < E; ++e) {
+    if (ExpertCount(e) == 0) continue;
+    const int64_t i0 = ExpertBegin(e);
+    GK_RETURN_IF_ERROR(gemm->Run(L.expert_down[size_t(e)], ea.data() + i0 * Fe, ExpertCount(e), eo.data() + i0 * D));
+    // An expert's slots are distinct tokens: no two rows of one call meet.
+    GK_RETURN_IF_ERROR(cuda::ScatterAddRows(eo.data() + i0 * D, D, slot_token.data() + i0, slot_weight.data() + i0,
+                                            ExpertCount(e), y.data(), stream));
+  }
+  GK_RETURN_IF_ERROR(cuda::RmsNormRows(m.data(), L.post_ffw_norm_1, T, D, eps, mm.data(), stream));
+  return cuda::RmsNormAddRows(y.data(), L.post_ffw_norm_2, T, D, eps, mm.data(), stream);
+}
+
+// dmm: the gradient of mm. Writes dm_moe (the dense MLP output's gradient) and adds the
+// experts' and the router's gradients of x1 to dx (TrainingModel::MoeBackward without the
+// frozen weights' gradients). The routing weights' gradients go through the host's
+// RouteTokenBackward to the router's logits.
+Status CudaTrainingModel::Impl::MoeBackward(int l, const float* dmm, float* dx) {
+  const DeviceLayer& L = base.layers[size_t(l)];
+  const int64_t D = c.hidden_size, E = c.num_experts, Fe = c.moe_intermediate_size, k = c.top_k_experts, n = T * k;
+  const float eps = c.rms_norm_eps;
+  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(m.data(), L.post_ffw_norm_1, T, D, eps, dmm, dm_moe.data(), false, stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(y.data(), L.post_ffw_norm_2, T, D, eps, dmm, dy_moe.data(), false, stream));
+  // y = Σ_j w_j · eo_j: deo_j = w_j · dy, dw_j = dy · eo_j.
+  GK_RETURN_IF_ERROR(cuda::MoeSlotBackward(dy_moe.data(), D, slot_token.data(), slot_weight.data(), eo.data(), n,
+                                           deo.data(), dw.data(), stream));
+  // Through each expert: eo = down · act, act = gelu(gate) · up, gate|up = gate_up · xe.
+  for (int64_t e = 0; e < E; ++e) {
+    if (ExpertCount(e) == 0) continue;
+    const int64_t i0 = ExpertBegin(e);
+    GK_RETURN_IF_ERROR(gemm->RunInputGrad(L.expert_down[size_t(e)], deo.data() + i0 * D, ExpertCount(e),
+                                          dact.data() + i0 * Fe, false));
+  }
+  GK_RETURN_IF_ERROR(cuda::GeluTanhMulBackwardRows(eg.data(), eg.data() + Fe, 2 * Fe, dact.data(), Fe, n, Fe, dgu.data(),
+                                                   dgu.data() + Fe, 2 * Fe, stream));
+  GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(dxe.data(), 0, size_t(T * D) * sizeof(float), stream), "cudaMemset"));
+  for (int64_t e = 0; e < E; ++e) {
+    if (ExpertCount(e) == 0) continue;
+    const int64_t i0 = ExpertBegin(e);
+    GK_RETURN_IF_ERROR(gemm->RunInputGrad(L.expert_gate_up[size_t(e)], dgu.data() + i0 * 2 * Fe, ExpertCount(e),
+                                          dxg.data() + i0 * D, false));
+    GK_RETURN_IF_ERROR(cuda::ScatterAddRows(dxg.data() + i0 * D, D, slot_token.data() + i0, ones.data(), ExpertCount(e),
+                                            dxe.data(), stream));
+  }
+  // The routing weights' gradients, back in (token, choice) order, through the routing on the host.
+  h_dw.resize(size_t(n));
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(h_dw.data(), dw.data(), size_t(n) * sizeof(float), cudaMemcpyDeviceToHost, stream),
+                           "copying the routing gradients"));
+  GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the routing gradients"));
+  h_dw_slot.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) h_dw_slot[size_t(h_order[size_t(i)])] = h_dw[size_t(i)];
+  h_dz.resize(size_t(T * E));
+  for (int64_t t = 0; t < T; ++t) {
+    RouteTokenBackward(h_probs.data() + t * E, E, k, h_top.data() + t * k, h_top_w.data() + t * k,
+                       h_dw_slot.data() + t * k, h_expert_scale[size_t(l)].data(), h_dz.data() + t * E);
+  }
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(dz.data(), h_dz.data(), h_dz.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                           stream), "copying the router's gradient to the GPU"));
+  {
+    SplitActivations f32_accurate;
+    GK_RETURN_IF_ERROR(gemm->RunInputGrad(L.router, dz.data(), T, drouter.data(), false));
+  }
+  // The router's input r = RmsNorm_noscale(x1) · router_weight, and xe = RmsNorm(x1; pre_ffw_norm_2).
+  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(x1.data(), L.router_weight, T, D, eps, drouter.data(), dx, true, stream));
+  return cuda::RmsNormBackwardRows(x1.data(), L.pre_ffw_norm_2, T, D, eps, dxe.data(), dx, true, stream);
+}
+
 // TrainingModel::LayerBackward on the device: dx_io is the gradient of the layer's output on
 // entry, of its input on return; the layer's activations are Forward's (just recomputed).
 Status CudaTrainingModel::Impl::Backward(int l, const float* x_in, float* dx_io) {
@@ -414,8 +573,14 @@ Status CudaTrainingModel::Impl::Backward(int l, const float* x_in, float* dx_io)
   const bool own_kv = !c.IsKvShared(l);
   if (L.layer_scalar != 1.f) GK_RETURN_IF_ERROR(cuda::ScaleRows(dx_io, T * D, L.layer_scalar, stream));
   if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PleBackward(l, dx_io));  // now the gradient of x2
-  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(m.data(), L.post_ffw_norm, T, D, eps, dx_io, dd.data(), false, stream));
-  GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kDown, L.down, act.data(), dd.data(), df1.data(), false));
+  GK_RETURN_IF_ERROR(cuda::RmsNormBackwardRows(c.enable_moe_block ? mm.data() : m.data(), L.post_ffw_norm, T, D, eps, dx_io,
+                                               dd.data(), false, stream));
+  const float* dm = dd.data();
+  if (c.enable_moe_block) {  // dd is the gradient of mm; the experts and the router add theirs to dx (x1's)
+    GK_RETURN_IF_ERROR(MoeBackward(l, dd.data(), dx_io));
+    dm = dm_moe.data();
+  }
+  GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kDown, L.down, act.data(), dm, df1.data(), false));
   GK_RETURN_IF_ERROR(cuda::GeluTanhMulBackward(g.data(), up.data(), df1.data(), T * F, df2.data(), df3.data(), stream));
   GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kGate, L.gate, xn2.data(), df2.data(), dxn.data(), false));
   GK_RETURN_IF_ERROR(LinearBackward(l, LoraTarget::kUp, L.up, xn2.data(), df3.data(), dxn.data(), true));
@@ -550,6 +715,13 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelCo
   }
   m.rope = MakeLayerRope(config);
   GK_ASSIGN_OR_RETURN(m.base, UploadWeights(config, weights, random_seed, StrCat("cuda:", options.device), m.stream));
+  if (config.enable_moe_block) {  // the host routes: it needs each layer's per-expert scales (random ones included)
+    for (const DeviceLayer& L : m.base.layers) {
+      std::vector<float>& h = m.h_expert_scale.emplace_back(size_t(config.num_experts));
+      GK_RETURN_IF_ERROR(Check(cudaMemcpy(h.data(), L.per_expert_scale, h.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                               "copying the per-expert scales"));
+    }
+  }
   GK_RETURN_IF_ERROR(m.Allocate().Wrap(StrCat("training buffers for ", m.opt.max_tokens, " tokens on cuda:", options.device)));
   GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
   std::unique_ptr<CudaTrainingModel> model(new CudaTrainingModel(std::move(impl)));

@@ -6,9 +6,9 @@
 // just before its backward pass (remat): only the layers' inputs are kept.
 //
 // Runs dense Gemma 4 (K=V global layers, proportional RoPE, layer scalars), E2B/E4B (per-layer
-// embeddings, KV sharing, double-wide MLP) and Gemma 3. LoRA dropout draws TrainingModel's masks
-// (the same keys, the same bits). Refused with one line: the MoE block and full fine-tuning (not
-// yet on the GPU).
+// embeddings, KV sharing, double-wide MLP), 26B-A4B (the MoE block, routed on the host by the
+// CPU's functions from the GPU's router logits) and Gemma 3. LoRA dropout draws TrainingModel's
+// masks (the same keys, the same bits). Refused with one line: full fine-tuning (not yet on the GPU).
 //
 // Gradients accumulate on the device over micro-batches; DownloadGradients brings them into
 // the adapter's grad_a / grad_b (and zeroes the device's) for the host's optimizer step, after

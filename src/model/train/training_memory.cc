@@ -120,6 +120,14 @@ GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int 
     }
     m.items.push_back({"per-layer inputs, shared K/V (f32)", 4 * T * n, "E2B/E4B: PLE and KV sharing"});
   }
+  if (c.enable_moe_block) {
+    // The MoE block's backward pass: per slot (T·k) the experts' output, input, gate|up and
+    // activation gradients and the routing weight's; per token the dense MLP's and the experts'
+    // sums', the router input's and the logits' gradients.
+    const double D = double(c.hidden_size), Fe = double(c.moe_intermediate_size), k = double(c.top_k_experts);
+    m.items.push_back({"MoE gradients (f32)", 4 * T * (k * (2 * D + 3 * Fe + 1) + 4 * D + double(c.num_experts)),
+                       "26B-A4B: the experts' rows of one layer"});
+  }
   uint64_t attention = 0;
   for (int l = 0; l < c.num_layers; ++l) {  // the largest layer's: one workspace for all
     attention = std::max(attention, TrainAttentionTileBytes(c.num_heads, c.KvHeads(l), c.HeadDim(l), tokens,
