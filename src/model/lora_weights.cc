@@ -1,5 +1,6 @@
 #include "model/lora_weights.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -13,7 +14,9 @@ namespace gk {
 
 std::shared_ptr<const LoraWeights> LoraWeights::Create(LoraAdapter adapter, const ModelConfig& config,
                                                       DType storage) {
+  static std::atomic<uint64_t> next_id{1};
   auto w = std::make_shared<LoraWeights>();
+  w->id_ = next_id.fetch_add(1);
   w->rank_ = adapter.rank();
   w->index_.assign(size_t(config.num_layers) * kNumLoraTargets, -1);
   const float scaling = adapter.scaling();

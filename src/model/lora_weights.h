@@ -41,11 +41,15 @@ class LoraWeights {
   }
   int num_layers() const { return int(index_.size() / kNumLoraTargets); }
   int rank() const { return rank_; }
+  // Unique in the process, never reused (an address may be, once an adapter is unloaded): a
+  // runner that keeps a copy of the factors (the GPU's) keys it by this.
+  uint64_t id() const { return id_; }
   int64_t modules() const { return int64_t(factors_.size()); }
   uint64_t bytes() const { return bytes_; }
 
  private:
   int rank_ = 0;
+  uint64_t id_ = 0;
   uint64_t bytes_ = 0;
   std::vector<std::vector<float>> f32_;       // a, b of each module, in module order (kF32)
   std::vector<std::vector<uint16_t>> bf16_;   // the same (kBF16)

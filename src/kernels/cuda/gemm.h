@@ -93,6 +93,21 @@ class GemmRunner {
   std::map<std::array<int64_t, 13>, std::unique_ptr<Algo>> algos_;
 };
 
+// y (M × N, row stride ldy) = alpha · op(x) · op(w) + beta · y, all f32 (TF32 off): LoRA's
+// products, whose factors are f32. op(x) is x (M × K) or, with x_trans, the transpose of x
+// stored K × M; op(w) is wᵀ (w: N × K) or, with w_trans, w stored K × N.
+inline Status F32Product(GemmRunner& gemm, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, bool x_trans,
+                         const float* w, int64_t ldw, bool w_trans, float* y, int64_t ldy, float alpha, float beta) {
+  BatchedProduct p;
+  p.dtype = DType::kF32;
+  p.M = M, p.N = N, p.K = K;
+  p.x = x, p.ldx = ldx, p.x_trans = x_trans;
+  p.w = w, p.ldw = ldw, p.w_trans = w_trans;
+  p.y = y, p.ldy = ldy;
+  p.alpha = alpha, p.beta = beta;
+  return gemm.RunBatched(p);
+}
+
 // x (n floats) as bf16 rounded to nearest even (hi), and optionally the remainder x - hi as
 // bf16 (lo): kernels/matmul.cc's ToBf16Pairs on the GPU.
 Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, cudaStream_t stream);

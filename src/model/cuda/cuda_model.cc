@@ -22,6 +22,7 @@
 #include "kernels/ops.h"
 #include "model/cuda/device_weights.h"
 #include "model/decoder_constants.h"
+#include "model/lora_weights.h"
 
 namespace gk {
 namespace {
@@ -156,6 +157,29 @@ struct CudaModel::Impl {
   std::set<int64_t> warmed_batches;  // decode batch sizes run once eagerly
   CudaGraphStats graph_stats;
 
+  // LoRA adapters (serve --lora): each adapter's factors in f32 on the device (scaling folded
+  // into B, as LoraWeights holds them), kept by the adapter's id for the passes that follow.
+  struct DeviceAdapter {
+    struct Factors {
+      int64_t a = -1, b = -1;  // offsets in arena of A (rank × in) and B (out × rank); -1: no LoRA here
+      int64_t in = 0, out = 0;
+    };
+    DeviceBuffer<float> arena;
+    int64_t rank = 0;
+    std::vector<Factors> factors;  // per layer · kNumLoraTargets + target
+    uint64_t last_pass = 0;
+  };
+  std::map<uint64_t, DeviceAdapter> adapters;
+  size_t adapters_kept = 1;  // the most distinct adapters one pass has used: how many stay on the device
+  uint64_t passes = 0;
+  struct LoraRun {  // consecutive tokens of items through one adapter
+    int64_t t0 = 0, n = 0;
+    const LoraWeights* weights = nullptr;
+    DeviceAdapter* adapter = nullptr;
+  };
+  std::vector<LoraRun> lora_runs;
+  DeviceBuffer<float> lora_u;  // a run's x·Aᵀ
+
   ~Impl() {
     graphs.clear();
     if (stream) cudaStreamDestroy(stream);
@@ -171,6 +195,9 @@ struct CudaModel::Impl {
   Status PerLayerInputs(const int32_t* tokens, int64_t T);
   Status MoeBlock(int l, int64_t T);
   Status PerLayerInputBlock(int l, int64_t T);
+  Result<DeviceAdapter*> AdapterOnDevice(const LoraWeights& weights);
+  Status PrepareLora();
+  Status ApplyLora(int l, LoraTarget t, const float* x, float* y);
 };
 
 Status CudaModel::Impl::AllocateActivations() {
@@ -322,7 +349,10 @@ Status CudaModel::ForwardPaged(std::span<const PagedBatchItem> items, PagedKvPoo
     return Status::Error(StrCat("batch of ", total, " tokens exceeds the model's ", impl_->o.max_chunk, "-token pass"));
   }
   for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].lora != nullptr) return Status::Error("the CUDA runner does not run LoRA adapters yet");
+    if (items[i].lora != nullptr && items[i].lora->num_layers() != c.num_layers) {
+      return Status::Error(StrCat("paged batch item ", i, ": its LoRA adapter has ", items[i].lora->num_layers(),
+                                  " layers, the model ", c.num_layers));
+    }
     GK_RETURN_IF_ERROR(CheckPagedItemBlocks(c, items[i], pool).Wrap(StrCat("paged batch item ", i)));
   }
   if (total == 0) return Status::Ok();
@@ -357,6 +387,7 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
   row_to_host.assign(size_t(R), 1);
   h_picks.resize(size_t(R));
   bool all_greedy = true;
+  lora_runs.clear();
   for (const PagedBatchItem& it : items) {
     const int64_t n = int64_t(it.tokens.size()), first = it.seq->num_tokens;
     if (n == 0) continue;
@@ -369,6 +400,13 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
     }
     const bool long_run = n >= o.prefill_gemm_min_tokens;
     if (long_run) long_runs.push_back({t, n, first, {base[0], base[1]}});
+    if (it.lora != nullptr) {
+      if (!lora_runs.empty() && lora_runs.back().weights == it.lora && lora_runs.back().t0 + lora_runs.back().n == t) {
+        lora_runs.back().n += n;
+      } else {
+        lora_runs.push_back({t, n, it.lora, nullptr});
+      }
+    }
     for (int64_t i = 0; i < n; ++i, ++t) {
       ids[t] = it.tokens[size_t(i)];
       pos[t] = int32_t(first + i);
@@ -395,7 +433,9 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
   for (LongRun& run : long_runs) run.table_base[1] += full_tables;
   // A decode step (one token per item, each wanting its logits; no expert routing, which reads
   // back to the host): its kernels take nothing but T, so a CUDA graph of it replays.
-  decode_shape = o.cuda_graphs && !c.enable_moe_block && R == T && int64_t(items.size()) == T && long_runs.empty();
+  decode_shape = o.cuda_graphs && !c.enable_moe_block && R == T && int64_t(items.size()) == T && long_runs.empty() &&
+                 lora_runs.empty();  // (the adapters' products are per run: eager)
+  GK_RETURN_IF_ERROR(PrepareLora());
   if (decode_shape) {  // decode attention's splits from the pool's capacity, not this step's contexts
     const int64_t cap = pool.HasGroup(KvGroup::kFull) ? pool.num_blocks(KvGroup::kFull) * bs : 0;
     short_max_positions[0] = c.max_position_embeddings > 0 ? std::min<int64_t>(cap, c.max_position_embeddings) : cap;
@@ -564,15 +604,18 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
   // Attention: projections, q/k/v norms, RoPE, the KV write, softmax(q·k)·v, o_proj.
   GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.input_norm, T, D, eps, xn.data(), stream));
   GK_RETURN_IF_ERROR(gemm->Run(L.q, xn.data(), T, q.data()));
+  GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kQ, xn.data(), q.data()));
   GK_RETURN_IF_ERROR(cuda::RmsNormRows(q.data(), L.q_norm, T * N, H, eps, q.data(), stream));
   GK_RETURN_IF_ERROR(cuda::RopeRows(q.data(), T, N, H, cos_sin, stream));
   if (!c.IsKvShared(l)) {
     GK_RETURN_IF_ERROR(gemm->Run(L.k, xn.data(), T, k.data()));
+    GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kK, xn.data(), k.data()));
     if (L.v.empty()) {  // K=V layer: V is the raw K projection, before k_norm and RoPE
       GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(v.data(), k.data(), size_t(T * K * H) * sizeof(float),
                                                cudaMemcpyDeviceToDevice, stream), "copying K to V"));
     } else {
       GK_RETURN_IF_ERROR(gemm->Run(L.v, xn.data(), T, v.data()));
+      GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kV, xn.data(), v.data()));
     }
     GK_RETURN_IF_ERROR(cuda::RmsNormRows(k.data(), L.k_norm, T * K, H, eps, k.data(), stream));
     GK_RETURN_IF_ERROR(cuda::RopeRows(k.data(), T, K, H, cos_sin, stream));
@@ -628,14 +671,18 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     GK_RETURN_IF_ERROR(cuda::PagedAttention(a, stream));
   }
   GK_RETURN_IF_ERROR(gemm->Run(L.o, att.data(), T, out.data()));
+  GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kO, att.data(), out.data()));
   GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_attn_norm, T, D, eps, x.data(), stream));
 
   // GeGLU MLP.
   GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.pre_ffw_norm, T, D, eps, xn.data(), stream));
   GK_RETURN_IF_ERROR(gemm->Run(L.gate, xn.data(), T, gate.data()));
+  GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kGate, xn.data(), gate.data()));
   GK_RETURN_IF_ERROR(gemm->Run(L.up, xn.data(), T, up.data()));
+  GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kUp, xn.data(), up.data()));
   GK_RETURN_IF_ERROR(cuda::GeluTanhMul(gate.data(), up.data(), T * F, gate.data(), stream));
   GK_RETURN_IF_ERROR(gemm->Run(L.down, gate.data(), T, out.data()));
+  GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kDown, gate.data(), out.data()));
   if (c.enable_moe_block) GK_RETURN_IF_ERROR(MoeBlock(l, T));  // out ← norm(dense) + norm(experts)
   GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_ffw_norm, T, D, eps, x.data(), stream));
 
@@ -708,6 +755,82 @@ Status CudaModel::Impl::PerLayerInputBlock(int l, int64_t T) {
   GK_RETURN_IF_ERROR(cuda::GeluTanhMulRows(ple_gate.data(), P, ple.data() + int64_t(l) * P, LP, T, P, ple_gate.data(), P, stream));
   GK_RETURN_IF_ERROR(gemm->Run(L.ple_proj, ple_gate.data(), T, out.data()));
   return cuda::RmsNormAddRows(out.data(), L.post_ple_norm, T, D, c.rms_norm_eps, x.data(), stream);
+}
+
+// The adapter's factors on the device: uploaded the first time a pass uses it, then kept.
+Result<CudaModel::Impl::DeviceAdapter*> CudaModel::Impl::AdapterOnDevice(const LoraWeights& weights) {
+  auto it = adapters.find(weights.id());
+  if (it != adapters.end()) return &it->second;
+  DeviceAdapter d;
+  d.factors.resize(size_t(c.num_layers) * kNumLoraTargets);
+  std::vector<float> host;
+  auto put = [&](const MatrixView& m) {  // rows as f32 (bf16 and packed storage too), 256-byte aligned
+    const int64_t offset = int64_t(host.size());
+    host.resize(size_t(offset + (m.rows * m.cols + 63) / 64 * 64), 0.f);
+    for (int64_t r = 0; r < m.rows; ++r) m.RowToF32(r, host.data() + offset + r * m.cols);
+    return offset;
+  };
+  for (int l = 0; l < c.num_layers; ++l) {
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      const LoraWeights::Factors* f = weights.Find(l, LoraTarget(t));
+      if (f == nullptr) continue;
+      DeviceAdapter::Factors& df = d.factors[size_t(l) * kNumLoraTargets + size_t(t)];
+      df.a = put(f->a);
+      df.b = put(f->b);
+      df.in = f->a.cols;
+      df.out = f->b.rows;
+      d.rank = f->a.rows;  // (bf16 storage pads the rank with zero rows: the padding adds nothing)
+    }
+  }
+  auto arena = DeviceBuffer<float>::From(host);
+  if (!arena.ok()) return arena.status().Wrap(StrCat("a LoRA adapter's ", host.size() * sizeof(float) >> 20, " MiB on ", device_name));
+  d.arena = std::move(*arena);
+  return &adapters.emplace(weights.id(), std::move(d)).first->second;
+}
+
+// This pass's adapters on the device, the scratch their products need; adapters no pass has
+// used lately leave the device, beyond the most one pass has used.
+Status CudaModel::Impl::PrepareLora() {
+  ++passes;
+  if (lora_runs.empty()) return Status::Ok();
+  int64_t rank = 0;
+  std::set<uint64_t> used;
+  for (LoraRun& run : lora_runs) {
+    GK_ASSIGN_OR_RETURN(run.adapter, AdapterOnDevice(*run.weights));
+    run.adapter->last_pass = passes;
+    used.insert(run.weights->id());
+    rank = std::max(rank, run.adapter->rank);
+  }
+  adapters_kept = std::max(adapters_kept, used.size());
+  while (adapters.size() > adapters_kept) {
+    auto oldest = adapters.end();
+    for (auto it = adapters.begin(); it != adapters.end(); ++it) {
+      if (!used.count(it->first) && (oldest == adapters.end() || it->second.last_pass < oldest->second.last_pass)) oldest = it;
+    }
+    if (oldest == adapters.end()) break;
+    adapters.erase(oldest);
+  }
+  const size_t need = size_t(o.max_chunk) * size_t(std::max<int64_t>(rank, 1));
+  if (lora_u.size() < need) {
+    GK_ASSIGN_OR_RETURN(lora_u, DeviceBuffer<float>::Allocate(need));
+    ++generation;
+  }
+  return Status::Ok();
+}
+
+// y += (x·Aᵀ)·(scaling·B)ᵀ on each LoRA run's rows (the CPU's segmented LoRA, kernels/lora_segments.h),
+// in f32.
+Status CudaModel::Impl::ApplyLora(int l, LoraTarget t, const float* x, float* y) {
+  for (const LoraRun& run : lora_runs) {
+    const DeviceAdapter& a = *run.adapter;
+    const DeviceAdapter::Factors& f = a.factors[size_t(l) * kNumLoraTargets + size_t(t)];
+    if (f.a < 0) continue;
+    GK_RETURN_IF_ERROR(cuda::F32Product(*gemm, run.n, a.rank, f.in, x + run.t0 * f.in, f.in, false, a.arena.data() + f.a,
+                                        f.in, false, lora_u.data(), a.rank, 1.f, 0.f));
+    GK_RETURN_IF_ERROR(cuda::F32Product(*gemm, run.n, f.out, a.rank, lora_u.data(), a.rank, false, a.arena.data() + f.b,
+                                        a.rank, false, y + run.t0 * f.out, f.out, 1.f, 1.f));
+  }
+  return Status::Ok();
 }
 
 }  // namespace gk

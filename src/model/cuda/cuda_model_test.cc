@@ -18,7 +18,9 @@
 #include "kernels/token_pick.h"
 #include "model/gemma_model.h"
 #include "model/load_runner.h"
+#include "model/lora_weights.h"
 #include "model/toy_models_test_util.h"
+#include "model/train/lora_test_util.h"
 
 namespace gk {
 namespace {
@@ -217,6 +219,85 @@ TEST(CudaModel, DecodeGraphsGiveTheEagerTokens) {
   EXPECT_GE((*graphed)->graph_stats().captured, 1);
   // 29 decode steps per run; only the very first ran eagerly (the warm-up before capture).
   EXPECT_EQ((*graphed)->graph_stats().replayed, 3 * 29 - 1);
+  std::filesystem::remove_all(dir);
+}
+
+// LoRA adapters on the GPU runner (serve --lora) against the CPU's segmented LoRA: items of two
+// adapters and the base in one pass (neighbours through one adapter form one run), decode steps
+// in another order, a third adapter past the device's cache (the least recently used leaves
+// and comes back), adapters stored in f32 and in bf16.
+TEST(CudaModel, LoraRunsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  SetBf16Activations(Bf16Activations::kSplit);
+  const ModelConfig config = ToyConfig("tiny", 6);  // a K=V layer: V takes K's LoRA
+  const std::string dir = WriteToyModel(config, "gk_cuda_lora", DType::kF32, 9);
+  ThreadPool threads(2);
+  ModelLoadOptions lo;
+  lo.max_chunk = 64;
+  auto cpu = GemmaModel::Load(dir, &threads, lo);
+  CudaModelOptions co;
+  co.max_chunk = 64;
+  auto gpu = CudaModel::Load(dir, co);
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << cpu.message() << gpu.message();
+  const int64_t V = config.vocab_size;
+  for (DType storage : {DType::kF32, DType::kBF16}) {
+    LoraOptions opt;
+    opt.rank = 4;
+    opt.alpha = 8;
+    std::vector<std::shared_ptr<const LoraWeights>> ad;
+    for (uint64_t seed : {1, 2, 3}) ad.push_back(LoraWeights::Create(RandomLoraAdapter(config, "model.", opt, seed, 0.2f), config, storage));
+    PagedKvOptions po;
+    po.block_size = 4;
+    po.dtype = DType::kF32;
+    po.num_blocks[0] = po.num_blocks[1] = 40;
+    auto cpu_pool = (*cpu)->NewPagedKvPool(po);
+    auto gpu_pool = (*gpu)->NewPagedKvPool(po);
+    ASSERT_TRUE(cpu_pool.ok() && gpu_pool.ok()) << gpu_pool.message();
+    // Five sequences of 8 blocks each; 0 and 1 share a prompt (through adapter 0, and the base).
+    std::vector<std::vector<int32_t>> tables(5);
+    std::vector<PagedSequence> cs(5), gs(5);
+    for (int q = 0; q < 5; ++q) {
+      for (int b = 0; b < 8; ++b) tables[size_t(q)].push_back(q * 8 + b);
+      cs[size_t(q)].blocks[0] = cs[size_t(q)].blocks[1] = gs[size_t(q)].blocks[0] = gs[size_t(q)].blocks[1] = tables[size_t(q)];
+    }
+    const std::vector<int32_t> p0 = {9, 400, 77, 1203, 5, 61, 88, 3001, 12, 7, 250};
+    const std::vector<int32_t> p2 = {14, 15, 16, 900, 2, 3}, p3 = {1000, 999, 998, 3, 4}, p4 = {70, 71, 72, 73};
+    const std::vector<int32_t> one = {42}, two = {43};
+    struct Work {
+      int seq;
+      const std::vector<int32_t>* tokens;
+      const LoraWeights* lora;
+      LogitsMode mode;
+    };
+    auto pass = [&](const std::vector<Work>& work) {
+      std::vector<PagedBatchItem> ci, gi;
+      int64_t rows = 0;
+      for (const Work& w : work) {
+        ci.push_back({*w.tokens, &cs[size_t(w.seq)], w.mode, w.lora});
+        gi.push_back({*w.tokens, &gs[size_t(w.seq)], w.mode, w.lora});
+        rows += w.mode == LogitsMode::kAll ? int64_t(w.tokens->size()) : 1;
+      }
+      std::vector<float> want(size_t(rows * V)), got = cuda::Poison(size_t(rows * V));
+      EXPECT_TRUE((*cpu)->ForwardPaged(ci, **cpu_pool, want.data()).ok());
+      const Status st = (*gpu)->ForwardPaged(gi, **gpu_pool, got.data());
+      EXPECT_TRUE(st.ok()) << st.message();
+      EXPECT_LT(RelErr(got, want), storage == DType::kF32 ? 1e-4 : 1e-3) << DTypeName(storage);
+      for (const Work& w : work) {
+        cs[size_t(w.seq)].num_tokens += int64_t(w.tokens->size());
+        gs[size_t(w.seq)].num_tokens += int64_t(w.tokens->size());
+      }
+      return want;
+    };
+    const auto first = pass({{0, &p0, ad[0].get(), LogitsMode::kLast}, {3, &p3, ad[0].get(), LogitsMode::kAll},
+                             {1, &p0, nullptr, LogitsMode::kLast}, {2, &p2, ad[1].get(), LogitsMode::kAll}});
+    // The adapter changes the logits (else the comparison would not see it applied).
+    EXPECT_GT(RelErr(std::vector<float>(first.begin(), first.begin() + V),
+                     std::vector<float>(first.begin() + 6 * V, first.begin() + 7 * V)), 1e-3);
+    pass({{2, &one, ad[1].get(), LogitsMode::kLast}, {0, &one, ad[0].get(), LogitsMode::kLast},
+          {1, &one, nullptr, LogitsMode::kLast}, {3, &one, ad[0].get(), LogitsMode::kLast}});
+    pass({{4, &p4, ad[2].get(), LogitsMode::kAll}, {2, &two, ad[1].get(), LogitsMode::kLast}});  // adapter 0 leaves
+    pass({{0, &two, ad[0].get(), LogitsMode::kLast}, {1, &two, nullptr, LogitsMode::kLast}});    // ... and comes back
+  }
   std::filesystem::remove_all(dir);
 }
 

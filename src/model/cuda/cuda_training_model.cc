@@ -53,19 +53,6 @@ class SplitActivations {
   Bf16Activations was_;
 };
 
-// y (T × N) = alpha · op(x) · op(w) + beta · y in f32 (LoRA's products).
-Status F32Product(cuda::GemmRunner& gemm, int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, bool x_trans,
-                  const float* w, int64_t ldw, bool w_trans, float* y, int64_t ldy, float alpha, float beta) {
-  cuda::BatchedProduct p;
-  p.dtype = DType::kF32;
-  p.M = M, p.N = N, p.K = K;
-  p.x = x, p.ldx = ldx, p.x_trans = x_trans;
-  p.w = w, p.ldw = ldw, p.w_trans = w_trans;
-  p.y = y, p.ldy = ldy;
-  p.alpha = alpha, p.beta = beta;
-  return gemm.RunBatched(p);
-}
-
 }  // namespace
 
 struct CudaTrainingModel::Impl {
@@ -325,8 +312,8 @@ Status CudaTrainingModel::Impl::Linear(int l, LoraTarget t, const DeviceMatrix& 
   const DeviceLora& d = lora[size_t(i)];
   const int64_t r = adapter->rank(), in = d.host->in, out = d.host->out;
   GK_ASSIGN_OR_RETURN(const float* xd, DropoutInput(l, t, x, in));
-  GK_RETURN_IF_ERROR(F32Product(*gemm, T, r, in, xd, in, false, d.a.data(), in, false, U(t), r, 1.f, 0.f));
-  return F32Product(*gemm, T, out, r, U(t), r, false, d.b.data(), r, false, y, out, adapter->scaling(), 1.f);
+  GK_RETURN_IF_ERROR(cuda::F32Product(*gemm, T, r, in, xd, in, false, d.a.data(), in, false, U(t), r, 1.f, 0.f));
+  return cuda::F32Product(*gemm, T, out, r, U(t), r, false, d.b.data(), r, false, y, out, adapter->scaling(), 1.f);
 }
 
 // dx (+)= dy·W + du·A with du = s·dy·B; dB += s·dyᵀ·u and dA += duᵀ·x (TrainingModel::LinearBackward).
@@ -338,12 +325,12 @@ Status CudaTrainingModel::Impl::LinearBackward(int l, LoraTarget t, const Device
   DeviceLora& d = lora[size_t(i)];
   const int64_t r = adapter->rank(), in = d.host->in, out = d.host->out;
   const float s = adapter->scaling();
-  GK_RETURN_IF_ERROR(F32Product(*gemm, out, r, T, dy, out, true, U(t), r, true, d.grad_b.data(), r, s, 1.f));
-  GK_RETURN_IF_ERROR(F32Product(*gemm, T, r, out, dy, out, false, d.b.data(), r, true, du.data(), r, s, 0.f));
+  GK_RETURN_IF_ERROR(cuda::F32Product(*gemm, out, r, T, dy, out, true, U(t), r, true, d.grad_b.data(), r, s, 1.f));
+  GK_RETURN_IF_ERROR(cuda::F32Product(*gemm, T, r, out, dy, out, false, d.b.data(), r, true, du.data(), r, s, 0.f));
   GK_ASSIGN_OR_RETURN(const float* xd, DropoutInput(l, t, x, in));  // the mask again, from its key
-  GK_RETURN_IF_ERROR(F32Product(*gemm, r, in, T, du.data(), r, true, xd, in, true, d.grad_a.data(), in, 1.f, 1.f));
-  if (!dropout_on) return F32Product(*gemm, T, in, r, du.data(), r, false, d.a.data(), in, true, dx_out, in, 1.f, 1.f);
-  GK_RETURN_IF_ERROR(F32Product(*gemm, T, in, r, du.data(), r, false, d.a.data(), in, true, lora_dx.data(), in, 1.f, 0.f));
+  GK_RETURN_IF_ERROR(cuda::F32Product(*gemm, r, in, T, du.data(), r, true, xd, in, true, d.grad_a.data(), in, 1.f, 1.f));
+  if (!dropout_on) return cuda::F32Product(*gemm, T, in, r, du.data(), r, false, d.a.data(), in, true, dx_out, in, 1.f, 1.f);
+  GK_RETURN_IF_ERROR(cuda::F32Product(*gemm, T, in, r, du.data(), r, false, d.a.data(), in, true, lora_dx.data(), in, 1.f, 0.f));
   return cuda::LoraDropoutBackwardAdd(lora_dx.data(), T * in, DropoutKey(l, t), float(adapter->options().dropout),
                                       dx_out, stream);
 }
