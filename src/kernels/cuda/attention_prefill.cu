@@ -14,10 +14,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Grid (ctx, kv_heads): position lo + blockIdx.x of one KV head into kc (Kh, ctx, H) and, transposed, vt (Kh, H, ctx).
+// Grid (ctx, kv_heads): position lo + blockIdx.x of one KV head into kc (Kh, ctx, H) and, transposed, vt (Kh, H, ctx)
+// with rows ld apart.
 template <KvType kPool, class Op>
 __global__ void GatherKvKernel(const std::byte* k_pool, const std::byte* v_pool, const int32_t* table, int64_t lo,
-                               int64_t ctx, int kv_heads, int H, int block_size, Op* kc, Op* vt) {
+                               int64_t ctx, int64_t ld, int kv_heads, int H, int block_size, Op* kc, Op* vt) {
   using E = KvElem<kPool>;
   const int64_t c = blockIdx.x, j = lo + c;
   const int kh = blockIdx.y;
@@ -27,7 +28,7 @@ __global__ void GatherKvKernel(const std::byte* k_pool, const std::byte* v_pool,
   const auto* vs = reinterpret_cast<const typename E::Storage*>(v_pool) + row;
   for (int d = threadIdx.x; d < H; d += blockDim.x) {
     kc[(kh * ctx + c) * H + d] = ToOperand<Op>(E::Load(ks[d]));
-    vt[(int64_t(kh) * H + d) * ctx + c] = ToOperand<Op>(E::Load(vs[d]));
+    vt[(int64_t(kh) * H + d) * ld + c] = ToOperand<Op>(E::Load(vs[d]));
   }
 }
 
@@ -41,15 +42,16 @@ __global__ void QueriesToHeadsKernel(const float* q, int64_t t0, int64_t Tq, int
   for (int d = threadIdx.x; d < H; d += blockDim.x) dst[d] = ToOperand<Op>(src[d] * scale);
 }
 
-// One block per row of S (N·Tq rows of ctx, row h·Tq + t): the softmax over the row's visible
-// columns (positions lo + c from the token's first visible one through its own), zeros elsewhere.
+// One block per row of S (N·Tq rows of ctx, ld apart; row h·Tq + t): the softmax over the row's
+// visible columns (positions lo + c from the token's first visible one through its own), zeros elsewhere.
 template <class Op>
-__global__ void MaskedSoftmaxKernel(const float* S, int64_t Tq, int64_t ctx, int64_t p0, int64_t lo, int window, Op* P) {
+__global__ void MaskedSoftmaxKernel(const float* S, int64_t Tq, int64_t ctx, int64_t ld, int64_t p0, int64_t lo, int window,
+                                    Op* P) {
   const int64_t r = blockIdx.x, t = r % Tq, p = p0 + t;
   const int64_t first = window > 0 ? max(int64_t(0), p - window + 1) : 0;
   const int64_t c0 = max(first - lo, int64_t(0)), c1 = p - lo;
-  const float* s = S + r * ctx;
-  Op* out = P + r * ctx;
+  const float* s = S + r * ld;
+  Op* out = P + r * ld;
   float m = -INFINITY;
   for (int64_t c = c0 + threadIdx.x; c <= c1; c += blockDim.x) m = fmaxf(m, s[c]);
   m = BlockMax(m);
@@ -79,24 +81,24 @@ constexpr DType OpDType() {
   else return DType::kBF16;
 }
 
-// y_b (M × N) = x_b (M × K) · w_b (N × K)ᵀ for each KV head b, every matrix packed row-major
-// and the batch's matrices back to back.
-BatchedProduct PerKvHead(DType dtype, int64_t M, int64_t N, int64_t K, const void* x, const void* w, float* y,
-                         int kv_heads) {
+// y_b (M × N) = x_b (M × K) · w_b (N × K)ᵀ for each KV head b, every matrix row-major with
+// rows ldx / ldw / ldy apart and the batch's matrices back to back.
+BatchedProduct PerKvHead(DType dtype, int64_t M, int64_t N, int64_t K, const void* x, int64_t ldx, const void* w,
+                         int64_t ldw, float* y, int64_t ldy, int kv_heads) {
   BatchedProduct p;
   p.dtype = dtype;
   p.M = M;
   p.N = N;
   p.K = K;
   p.x = x;
-  p.ldx = K;
-  p.stride_x = M * K;
+  p.ldx = ldx;
+  p.stride_x = M * ldx;
   p.w = w;
-  p.ldw = K;
-  p.stride_w = N * K;
+  p.ldw = ldw;
+  p.stride_w = N * ldw;
   p.y = y;
-  p.ldy = N;
-  p.stride_y = M * N;
+  p.ldy = ldy;
+  p.stride_y = M * ldy;
   p.batch = kv_heads;
   return p;
 }
@@ -104,14 +106,21 @@ BatchedProduct PerKvHead(DType dtype, int64_t M, int64_t N, int64_t K, const voi
 template <KvType kPool, class Op>
 Status RunTyped(const PrefillAttentionArgs& a, GemmRunner& gemm, DeviceBuffer<std::byte>& ws, cudaStream_t stream) {
   const int N = a.num_heads, Kh = a.kv_heads, H = a.head_dim, g = N / Kh;
-  for (int64_t s = 0; s < a.T; s += kPrefillTileRows) {
-    const int64_t Tq = std::min(kPrefillTileRows, a.T - s), p0 = a.first + s, p1 = p0 + Tq - 1;
-    const int64_t lo = a.window > 0 ? std::max<int64_t>(0, p0 - a.window + 1) : 0, ctx = p1 - lo + 1;
-    const uint64_t es = sizeof(Op);
-    const uint64_t kc_b = Align(uint64_t(Kh) * ctx * H * es), qh_b = Align(uint64_t(N) * Tq * H * es);
-    const uint64_t s_b = Align(uint64_t(N) * Tq * ctx * 4), p_b = Align(uint64_t(N) * Tq * ctx * es);
+  const uint64_t es = sizeof(Op);
+  // Score rows are padded to a multiple of 8 elements: every KV head's matrices start 16-byte
+  // aligned, as cuBLASLt's algorithms were chosen to assume (gemm.cc).
+  auto pad = [](int64_t ctx) { return (ctx + 7) / 8 * 8; };
+  const int64_t widest = pad(a.first + a.T);  // no tile's context is longer
+  const int64_t tile = std::clamp<int64_t>(int64_t(kPrefillScoreBytes / (uint64_t(N) * uint64_t(widest) * (4 + es))), 16,
+                                           kPrefillTileRows);
+  for (int64_t s = 0; s < a.T; s += tile) {
+    const int64_t Tq = std::min(tile, a.T - s), p0 = a.first + s, p1 = p0 + Tq - 1;
+    const int64_t lo = a.window > 0 ? std::max<int64_t>(0, p0 - a.window + 1) : 0, ctx = p1 - lo + 1, ld = pad(ctx);
+    const uint64_t kc_b = Align(uint64_t(Kh) * ctx * H * es), vt_b = Align(uint64_t(Kh) * H * ld * es);
+    const uint64_t qh_b = Align(uint64_t(N) * Tq * H * es);
+    const uint64_t s_b = Align(uint64_t(N) * Tq * ld * 4), p_b = Align(uint64_t(N) * Tq * ld * es);
     const uint64_t o_b = Align(uint64_t(N) * Tq * H * 4);
-    const uint64_t need = 2 * kc_b + qh_b + s_b + p_b + o_b;
+    const uint64_t need = kc_b + vt_b + qh_b + s_b + p_b + o_b;
     if (ws.size() < need) {
       GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "attention on the GPU"));
       ws = DeviceBuffer<std::byte>();
@@ -122,22 +131,22 @@ Status RunTyped(const PrefillAttentionArgs& a, GemmRunner& gemm, DeviceBuffer<st
     std::byte* base = ws.data();
     Op* kc = reinterpret_cast<Op*>(base);
     Op* vt = reinterpret_cast<Op*>(base + kc_b);
-    Op* qh = reinterpret_cast<Op*>(base + 2 * kc_b);
-    float* S = reinterpret_cast<float*>(base + 2 * kc_b + qh_b);
-    Op* P = reinterpret_cast<Op*>(base + 2 * kc_b + qh_b + s_b);
-    float* O = reinterpret_cast<float*>(base + 2 * kc_b + qh_b + s_b + p_b);
+    Op* qh = reinterpret_cast<Op*>(base + kc_b + vt_b);
+    float* S = reinterpret_cast<float*>(base + kc_b + vt_b + qh_b);
+    Op* P = reinterpret_cast<Op*>(base + kc_b + vt_b + qh_b + s_b);
+    float* O = reinterpret_cast<float*>(base + kc_b + vt_b + qh_b + s_b + p_b);
     const int threads = std::min(H, kThreads);
     GatherKvKernel<kPool, Op><<<dim3{unsigned(ctx), unsigned(Kh)}, threads, 0, stream>>>(
-        a.k_pool, a.v_pool, a.table, lo, ctx, Kh, H, a.block_size, kc, vt);
+        a.k_pool, a.v_pool, a.table, lo, ctx, ld, Kh, H, a.block_size, kc, vt);
     GK_RETURN_IF_ERROR(CheckLaunch("GatherKvKernel"));
     QueriesToHeadsKernel<Op><<<dim3{unsigned(Tq), unsigned(N)}, threads, 0, stream>>>(a.q, a.t0 + s, Tq, N, H, a.scale, qh);
     GK_RETURN_IF_ERROR(CheckLaunch("QueriesToHeadsKernel"));
     // S (g·Tq × ctx per KV head) = Qh · Kcᵀ
-    GK_RETURN_IF_ERROR(gemm.RunBatched(PerKvHead(OpDType<Op>(), int64_t(g) * Tq, ctx, H, qh, kc, S, Kh)));
-    MaskedSoftmaxKernel<Op><<<unsigned(int64_t(N) * Tq), kThreads, 0, stream>>>(S, Tq, ctx, p0, lo, a.window, P);
+    GK_RETURN_IF_ERROR(gemm.RunBatched(PerKvHead(OpDType<Op>(), int64_t(g) * Tq, ctx, H, qh, H, kc, H, S, ld, Kh)));
+    MaskedSoftmaxKernel<Op><<<unsigned(int64_t(N) * Tq), kThreads, 0, stream>>>(S, Tq, ctx, ld, p0, lo, a.window, P);
     GK_RETURN_IF_ERROR(CheckLaunch("MaskedSoftmaxKernel"));
     // O (g·Tq × H per KV head) = P · V = P · Vtᵀ
-    GK_RETURN_IF_ERROR(gemm.RunBatched(PerKvHead(OpDType<Op>(), int64_t(g) * Tq, H, ctx, P, vt, O, Kh)));
+    GK_RETURN_IF_ERROR(gemm.RunBatched(PerKvHead(OpDType<Op>(), int64_t(g) * Tq, H, ctx, P, ld, vt, ld, O, H, Kh)));
     HeadsToRowsKernel<<<dim3{unsigned(Tq), unsigned(N)}, threads, 0, stream>>>(O, a.t0 + s, Tq, N, H, a.out);
     GK_RETURN_IF_ERROR(CheckLaunch("HeadsToRowsKernel"));
   }

@@ -46,7 +46,10 @@ class PrefillAttention {
   DeviceBuffer<std::byte> workspace_;
 };
 
-// Query rows per tile.
+// Query rows per tile, at most; fewer where a tile's score and probability matrices (heads ×
+// rows × context) would pass kPrefillScoreBytes, so that a long context cannot ask for gigabytes
+// of workspace beside a full KV pool.
 inline constexpr int64_t kPrefillTileRows = 512;
+inline constexpr uint64_t kPrefillScoreBytes = uint64_t(1) << 30;
 
 }  // namespace gk::cuda

@@ -50,14 +50,14 @@ __global__ void RowDotKernel(const float* dout, const float* out, int64_t T, int
   if (threadIdx.x == 0) D[int64_t(h) * T + i] = s;
 }
 
-// One block per score row r = h·Tq + t (query i = i0 + t of head h) over keys lo .. lo + ctx:
-// P = the masked softmax of S's row, and the row's log-sum-exp into lse[h·T + i].
+// One block per score row r = h·Tq + t (query i = i0 + t of head h) over keys lo .. lo + ctx
+// (rows ld apart): P = the masked softmax of S's row, and the row's log-sum-exp into lse[h·T + i].
 template <class Op>
-__global__ void SoftmaxForwardKernel(const float* S, int64_t Tq, int64_t ctx, int64_t i0, int64_t lo,
+__global__ void SoftmaxForwardKernel(const float* S, int64_t Tq, int64_t ctx, int64_t ld, int64_t i0, int64_t lo,
                                      const int32_t* row_start, int window, int64_t T, Op* P, float* lse) {
   const int64_t r = blockIdx.x, h = r / Tq, i = i0 + r % Tq, rs = row_start[i];
-  const float* s = S + r * ctx;
-  Op* p = P + r * ctx;
+  const float* s = S + r * ld;
+  Op* p = P + r * ld;
   float m = -INFINITY;
   for (int64_t c = threadIdx.x; c < ctx; c += blockDim.x) {
     if (Visible(lo + c, i, rs, window)) m = fmaxf(m, s[c]);
@@ -77,15 +77,15 @@ __global__ void SoftmaxForwardKernel(const float* S, int64_t Tq, int64_t ctx, in
 
 // The backward pass's rows: P = exp(S − lse) where visible (else 0), dS = P ∘ (dP − D).
 template <class Op>
-__global__ void SoftmaxBackwardKernel(const float* S, const float* dP, int64_t Tq, int64_t ctx, int64_t i0, int64_t lo,
-                                      const int32_t* row_start, int window, int64_t T, const float* lse, const float* D,
-                                      Op* P, Op* dS) {
+__global__ void SoftmaxBackwardKernel(const float* S, const float* dP, int64_t Tq, int64_t ctx, int64_t ld, int64_t i0,
+                                      int64_t lo, const int32_t* row_start, int window, int64_t T, const float* lse,
+                                      const float* D, Op* P, Op* dS) {
   const int64_t r = blockIdx.x, h = r / Tq, i = i0 + r % Tq, rs = row_start[i];
   const float l = lse[h * T + i], d = D[h * T + i];
   for (int64_t c = threadIdx.x; c < ctx; c += blockDim.x) {
-    const float p = Visible(lo + c, i, rs, window) ? expf(S[r * ctx + c] - l) : 0.f;
-    P[r * ctx + c] = ToOperand<Op>(p);
-    dS[r * ctx + c] = ToOperand<Op>(p * (dP[r * ctx + c] - d));
+    const float p = Visible(lo + c, i, rs, window) ? expf(S[r * ld + c] - l) : 0.f;
+    P[r * ld + c] = ToOperand<Op>(p);
+    dS[r * ld + c] = ToOperand<Op>(p * (dP[r * ld + c] - d));
   }
 }
 
@@ -134,6 +134,7 @@ struct Tile {
   Tile(const TrainAttentionArgs& a, std::byte* base) {
     const uint64_t N = uint64_t(a.num_heads), K = uint64_t(a.kv_heads), H = uint64_t(a.head_dim);
     const uint64_t Tq = uint64_t(std::min(kTrainTileRows, a.T)), ctx = uint64_t(a.T), es = sizeof(Op);
+    const uint64_t ld = uint64_t(TrainAttentionScoreStride(a.T));
     auto take = [&](uint64_t bytes) {
       std::byte* p = base;
       base += Align(bytes);
@@ -143,10 +144,10 @@ struct Tile {
     doh = reinterpret_cast<Op*>(take(N * Tq * H * es));
     kc = reinterpret_cast<Op*>(take(K * ctx * H * es));
     vc = reinterpret_cast<Op*>(take(K * ctx * H * es));
-    P = reinterpret_cast<Op*>(take(N * Tq * ctx * es));
-    dS = reinterpret_cast<Op*>(take(N * Tq * ctx * es));
-    S = reinterpret_cast<float*>(take(N * Tq * ctx * 4));
-    dP = reinterpret_cast<float*>(take(N * Tq * ctx * 4));
+    P = reinterpret_cast<Op*>(take(N * Tq * ld * es));
+    dS = reinterpret_cast<Op*>(take(N * Tq * ld * es));
+    S = reinterpret_cast<float*>(take(N * Tq * ld * 4));
+    dP = reinterpret_cast<float*>(take(N * Tq * ld * 4));
     oh = reinterpret_cast<float*>(take(N * Tq * H * 4));
   }
 };
@@ -173,12 +174,12 @@ Status Gather(const TrainAttentionArgs& a, const float* rows_q, int64_t i0, int6
   return CheckLaunch("ToHeadsKernel");
 }
 
-// S (g·Tq × ctx per KV head) = scale · Qh · Kcᵀ.
+// S (g·Tq × ctx per KV head, rows ld apart) = scale · Qh · Kcᵀ.
 template <class Op>
-Status Scores(const TrainAttentionArgs& a, GemmRunner& gemm, const Tile<Op>& w, int64_t Tq, int64_t ctx) {
+Status Scores(const TrainAttentionArgs& a, GemmRunner& gemm, const Tile<Op>& w, int64_t Tq, int64_t ctx, int64_t ld) {
   const int64_t gT = int64_t(a.num_heads / a.kv_heads) * Tq, H = a.head_dim;
   return Run(gemm, OpDType<Op>(), a.kv_heads,
-             Product{gT, ctx, H, w.qh, H, gT * H, false, w.kc, H, ctx * H, false, w.S, ctx, gT * ctx, a.scale});
+             Product{gT, ctx, H, w.qh, H, gT * H, false, w.kc, H, ctx * H, false, w.S, ld, gT * ld, a.scale});
 }
 
 template <class Op>
@@ -187,14 +188,15 @@ Status ForwardTyped(const TrainAttentionArgs& a, GemmRunner& gemm, std::byte* ws
   const int64_t H = a.head_dim, g = a.num_heads / a.kv_heads;
   for (int64_t i0 = 0; i0 < a.T; i0 += kTrainTileRows) {
     const int64_t Tq = std::min(kTrainTileRows, a.T - i0), lo = FirstKey(a, i0), ctx = i0 + Tq - lo, gT = g * Tq;
+    const int64_t ld = TrainAttentionScoreStride(ctx);
     GK_RETURN_IF_ERROR(Gather<Op>(a, a.q, i0, Tq, lo, ctx, w.qh, w.kc, w.vc, stream));
-    GK_RETURN_IF_ERROR(Scores<Op>(a, gemm, w, Tq, ctx));
+    GK_RETURN_IF_ERROR(Scores<Op>(a, gemm, w, Tq, ctx, ld));
     SoftmaxForwardKernel<Op><<<unsigned(int64_t(a.num_heads) * Tq), kThreads, 0, stream>>>(
-        w.S, Tq, ctx, i0, lo, a.row_start, a.window, a.T, w.P, a.lse);
+        w.S, Tq, ctx, ld, i0, lo, a.row_start, a.window, a.T, w.P, a.lse);
     GK_RETURN_IF_ERROR(CheckLaunch("SoftmaxForwardKernel"));
     // O (g·Tq × H) = P · Vc (Vc stored ctx × H).
     GK_RETURN_IF_ERROR(Run(gemm, OpDType<Op>(), a.kv_heads,
-                           Product{gT, H, ctx, w.P, ctx, gT * ctx, false, w.vc, H, ctx * H, true, w.oh, H, gT * H}));
+                           Product{gT, H, ctx, w.P, ld, gT * ld, false, w.vc, H, ctx * H, true, w.oh, H, gT * H}));
     FromHeadsKernel<<<dim3{unsigned(Tq), unsigned(a.num_heads)}, std::min(int(H), kThreads), 0, stream>>>(
         w.oh, i0, Tq, a.num_heads, int(H), a.out);
     GK_RETURN_IF_ERROR(CheckLaunch("FromHeadsKernel"));
@@ -217,28 +219,29 @@ Status BackwardTyped(const TrainAttentionArgs& a, const float* dout, float* dq, 
   GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(dkh, 0, size_t(2 * Kh * T * H) * sizeof(float), stream), "cudaMemset"));
   for (int64_t i0 = 0; i0 < T; i0 += kTrainTileRows) {
     const int64_t Tq = std::min(kTrainTileRows, T - i0), lo = FirstKey(a, i0), ctx = i0 + Tq - lo, gT = g * Tq;
+    const int64_t ld = TrainAttentionScoreStride(ctx);
     GK_RETURN_IF_ERROR(Gather<Op>(a, a.q, i0, Tq, lo, ctx, w.qh, w.kc, w.vc, stream));
     GK_RETURN_IF_ERROR(Gather<Op>(a, dout, i0, Tq, lo, ctx, w.doh, nullptr, nullptr, stream));
-    GK_RETURN_IF_ERROR(Scores<Op>(a, gemm, w, Tq, ctx));
+    GK_RETURN_IF_ERROR(Scores<Op>(a, gemm, w, Tq, ctx, ld));
     // dP (g·Tq × ctx) = dOh · Vcᵀ.
     GK_RETURN_IF_ERROR(Run(gemm, OpDType<Op>(), int(Kh),
-                           Product{gT, ctx, H, w.doh, H, gT * H, false, w.vc, H, ctx * H, false, w.dP, ctx, gT * ctx}));
-    SoftmaxBackwardKernel<Op><<<unsigned(N * Tq), kThreads, 0, stream>>>(w.S, w.dP, Tq, ctx, i0, lo, a.row_start,
+                           Product{gT, ctx, H, w.doh, H, gT * H, false, w.vc, H, ctx * H, false, w.dP, ld, gT * ld}));
+    SoftmaxBackwardKernel<Op><<<unsigned(N * Tq), kThreads, 0, stream>>>(w.S, w.dP, Tq, ctx, ld, i0, lo, a.row_start,
                                                                           a.window, T, a.lse, D, w.P, w.dS);
     GK_RETURN_IF_ERROR(CheckLaunch("SoftmaxBackwardKernel"));
     // dQh (g·Tq × H) = scale · dS · Kc.
     GK_RETURN_IF_ERROR(Run(gemm, OpDType<Op>(), int(Kh),
-                           Product{gT, H, ctx, w.dS, ctx, gT * ctx, false, w.kc, H, ctx * H, true, w.oh, H, gT * H, a.scale}));
+                           Product{gT, H, ctx, w.dS, ld, gT * ld, false, w.kc, H, ctx * H, true, w.oh, H, gT * H, a.scale}));
     FromHeadsKernel<<<dim3{unsigned(Tq), unsigned(N)}, std::min(int(H), kThreads), 0, stream>>>(w.oh, i0, Tq, int(N),
                                                                                              int(H), dq);
     GK_RETURN_IF_ERROR(CheckLaunch("FromHeadsKernel"));
     // dKh[lo, lo + ctx) += scale · dSᵀ · Qh and dVh[lo, lo + ctx) += Pᵀ · dOh (ctx × H): dS and
-    // P are stored g·Tq × ctx, Qh and dOh g·Tq × H.
+    // P are stored g·Tq × ctx (rows ld apart), Qh and dOh g·Tq × H.
     GK_RETURN_IF_ERROR(Run(gemm, OpDType<Op>(), int(Kh),
-                           Product{ctx, H, gT, w.dS, ctx, gT * ctx, true, w.qh, H, gT * H, true, dkh + lo * H, H, T * H,
+                           Product{ctx, H, gT, w.dS, ld, gT * ld, true, w.qh, H, gT * H, true, dkh + lo * H, H, T * H,
                                    a.scale, 1.f}));
     GK_RETURN_IF_ERROR(Run(gemm, OpDType<Op>(), int(Kh),
-                           Product{ctx, H, gT, w.P, ctx, gT * ctx, true, w.doh, H, gT * H, true, dvh + lo * H, H, T * H,
+                           Product{ctx, H, gT, w.P, ld, gT * ld, true, w.doh, H, gT * H, true, dvh + lo * H, H, T * H,
                                    1.f, 1.f}));
   }
   const int threads = std::min(int(H), kThreads);

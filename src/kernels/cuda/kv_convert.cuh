@@ -27,7 +27,8 @@ struct KvElem<KvType::kF16> {
   using Storage = uint16_t;
   __device__ static float Load(Storage s) { return __half2float(__ushort_as_half(s)); }
   __device__ static Storage Store(float x) {
-    return __half_as_ushort(__float2half_rn(fminf(fmaxf(x, -65504.f), 65504.f)));
+    // Saturating as the CPU's std::clamp, which passes NaN through (fmaxf would turn it into -max).
+    return __half_as_ushort(__float2half_rn(isnan(x) ? x : fminf(fmaxf(x, -65504.f), 65504.f)));
   }
 };
 template <>
@@ -51,7 +52,7 @@ struct KvElem<KvType::kE5M2> {
     return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(s), __NV_E5M2)));
   }
   __device__ static Storage Store(float x) {
-    return __nv_cvt_float_to_fp8(fminf(fmaxf(x, -57344.f), 57344.f), __NV_SATFINITE, __NV_E5M2);
+    return __nv_cvt_float_to_fp8(isnan(x) ? x : fminf(fmaxf(x, -57344.f), 57344.f), __NV_SATFINITE, __NV_E5M2);
   }
 };
 

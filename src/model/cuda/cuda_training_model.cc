@@ -42,12 +42,14 @@ struct DeviceLora {
   DeviceBuffer<float> a, b, grad_a, grad_b;  // (r, in), (out, r)
 };
 
-// The MoE router's products stay f32-accurate in either precision, as TrainingModel's
+// How bf16 weights meet activations (kernels/matmul.h: a process-wide setting) for one scope,
+// restored after: a pass sets its precision's without changing it for the rest of the process,
+// and the MoE router's products stay f32-accurate in either precision, as TrainingModel's
 // (WeightMatMul): a rounding must not flip which experts a token takes.
-class SplitActivations {
+class ScopedActivations {
  public:
-  SplitActivations() : was_(ActiveBf16Activations()) { SetBf16Activations(Bf16Activations::kSplit); }
-  ~SplitActivations() { SetBf16Activations(was_); }
+  explicit ScopedActivations(Bf16Activations mode) : was_(ActiveBf16Activations()) { SetBf16Activations(mode); }
+  ~ScopedActivations() { SetBf16Activations(was_); }
 
  private:
   Bf16Activations was_;
@@ -132,7 +134,9 @@ struct CudaTrainingModel::Impl {
   Status LinearBackward(int l, LoraTarget t, const DeviceMatrix& w, const float* x, const float* dy, float* dx,
                         bool accumulate);
   cuda::TrainAttentionArgs AttentionArgs(int l);
-  float* U(LoraTarget t) { return u.data() + int64_t(int(t)) * opt.max_tokens * std::max(adapter->rank(), 1); }
+  // Each target's u = drop(x)·Aᵀ, 256-byte aligned (cuBLASLt's algorithms assume 16).
+  int64_t UStride() const { return (opt.max_tokens * std::max(adapter->rank(), 1) + 63) / 64 * 64; }
+  float* U(LoraTarget t) { return u.data() + int64_t(int(t)) * UStride(); }
   Status Run(std::span<const TrainRowView> rows, float loss_scale, bool backward, MicroBatchStats* stats);
 };
 
@@ -157,7 +161,7 @@ Status CudaTrainingModel::Impl::Allocate() {
   for (auto* b : {&k_raw, &v_raw, &k, &v}) GK_RETURN_IF_ERROR(alloc(*b, T * KH));
   for (auto* b : {&g, &up, &act}) GK_RETURN_IF_ERROR(alloc(*b, T * F));
   GK_RETURN_IF_ERROR(alloc(lse, N * T));
-  GK_RETURN_IF_ERROR(alloc(u, int64_t(kNumLoraTargets) * T * r));
+  GK_RETURN_IF_ERROR(alloc(u, int64_t(kNumLoraTargets) * UStride()));
   const int64_t P = c.hidden_size_per_layer_input;
   if (P > 0) {
     const int64_t LP = int64_t(c.num_layers) * P;
@@ -214,7 +218,9 @@ Status CudaTrainingModel::Impl::Allocate() {
   GK_RETURN_IF_ERROR(alloc(du, T * r));
   GK_RETURN_IF_ERROR(alloc(ones, T));
   const std::vector<float> h_ones(static_cast<size_t>(T), 1.f);
-  GK_RETURN_IF_ERROR(Check(cudaMemcpy(ones.data(), h_ones.data(), size_t(T) * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy"));
+  // On the model's stream (non-blocking: the legacy default stream would not order against it).
+  GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(ones.data(), h_ones.data(), size_t(T) * sizeof(float), cudaMemcpyHostToDevice,
+                                           stream), "cudaMemcpy"));
   int64_t rope_floats = 0;
   for (int H_slot : rope.head_dim) {
     rope_offset.push_back(rope_floats);
@@ -237,8 +243,8 @@ Status CudaTrainingModel::Impl::Allocate() {
     GK_ASSIGN_OR_RETURN(d.grad_a, DeviceBuffer<float>::Allocate(mod.a.size()));
     GK_ASSIGN_OR_RETURN(d.grad_b, DeviceBuffer<float>::Allocate(mod.b.size()));
     other_bytes += 2 * (mod.a.size() + mod.b.size()) * sizeof(float);
-    GK_RETURN_IF_ERROR(Check(cudaMemset(d.grad_a.data(), 0, mod.a.size() * sizeof(float)), "cudaMemset"));
-    GK_RETURN_IF_ERROR(Check(cudaMemset(d.grad_b.data(), 0, mod.b.size() * sizeof(float)), "cudaMemset"));
+    GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(d.grad_a.data(), 0, mod.a.size() * sizeof(float), stream), "cudaMemset"));
+    GK_RETURN_IF_ERROR(Check(cudaMemsetAsync(d.grad_b.data(), 0, mod.b.size() * sizeof(float), stream), "cudaMemset"));
     lora_index[size_t(mod.layer)][int(mod.target)] = int(lora.size());
     lora.push_back(std::move(d));
   }
@@ -345,7 +351,7 @@ cuda::TrainAttentionArgs CudaTrainingModel::Impl::AttentionArgs(int l) {
   a.head_dim = c.HeadDim(l);
   a.scale = AttentionScale(c);
   a.window = c.IsFull(l) ? 0 : c.sliding_window;
-  a.dtype = opt.precision == TrainPrecision::kBf16 ? DType::kBF16 : DType::kF32;
+  a.dtype = DType::kF32;  // in either precision, as TrainingModel's attention
   a.q = q.data();
   a.k = AttentionK(l);
   a.v = AttentionV(l);
@@ -449,7 +455,7 @@ Status CudaTrainingModel::Impl::MoeForward(int l) {
   // The router's input RmsNorm_noscale(x1) · router.scale · D^-½ (router_weight holds the product).
   GK_RETURN_IF_ERROR(cuda::RmsNormRows(x1.data(), L.router_weight, T, D, eps, router_in.data(), stream));
   {
-    SplitActivations f32_accurate;
+    ScopedActivations f32_accurate(Bf16Activations::kSplit);
     GK_RETURN_IF_ERROR(gemm->Run(L.router, router_in.data(), T, logits.data()));
   }
   h_probs.resize(size_t(T * E));
@@ -542,7 +548,7 @@ Status CudaTrainingModel::Impl::MoeBackward(int l, const float* dmm, float* dx) 
   GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(dz.data(), h_dz.data(), h_dz.size() * sizeof(float), cudaMemcpyHostToDevice,
                                            stream), "copying the router's gradient to the GPU"));
   {
-    SplitActivations f32_accurate;
+    ScopedActivations f32_accurate(Bf16Activations::kSplit);
     GK_RETURN_IF_ERROR(gemm->RunInputGrad(L.router, dz.data(), T, drouter.data(), false));
   }
   // The router's input r = RmsNorm_noscale(x1) · router_weight, and xe = RmsNorm(x1; pre_ffw_norm_2).
@@ -705,11 +711,12 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelCo
   if (config.enable_moe_block) {  // the host routes: it needs each layer's per-expert scales (random ones included)
     for (const DeviceLayer& L : m.base.layers) {
       std::vector<float>& h = m.h_expert_scale.emplace_back(size_t(config.num_experts));
-      GK_RETURN_IF_ERROR(Check(cudaMemcpy(h.data(), L.per_expert_scale, h.size() * sizeof(float), cudaMemcpyDeviceToHost),
-                               "copying the per-expert scales"));
+      GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(h.data(), L.per_expert_scale, h.size() * sizeof(float),
+                                               cudaMemcpyDeviceToHost, m.stream), "copying the per-expert scales"));
     }
   }
   GK_RETURN_IF_ERROR(m.Allocate().Wrap(StrCat("training buffers for ", m.opt.max_tokens, " tokens on cuda:", options.device)));
+  GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(m.stream), "setting up the training buffers"));
   GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
   std::unique_ptr<CudaTrainingModel> model(new CudaTrainingModel(std::move(impl)));
   GK_RETURN_IF_ERROR(model->UploadFactors());
@@ -721,13 +728,13 @@ Status CudaTrainingModel::ForwardBackward(std::span<const TrainRowView> rows, fl
   impl_->dropout_on = impl_->adapter->options().dropout > 0;
   impl_->dropout_key = dropout_key;
   // bf16 precision rounds the base products' activations to bf16, as TrainingModel does.
-  SetBf16Activations(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
+  ScopedActivations mode(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
   return impl_->Run(rows, loss_scale, true, stats);
 }
 
 Status CudaTrainingModel::Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats) {
   impl_->dropout_on = false;
-  SetBf16Activations(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
+  ScopedActivations mode(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
   return impl_->Run(rows, 1.f, false, stats);
 }
 

@@ -89,7 +89,7 @@ int64_t LoraParameters(const ModelConfig& c, int rank) {
   return n;
 }
 
-GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int rank, bool remat, bool bf16_products) {
+GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int rank, bool remat) {
   GpuLoraMemory m;
   m.trainable = LoraParameters(c, rank);
   const double p = double(m.trainable), T = double(tokens);
@@ -130,8 +130,7 @@ GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int 
   }
   uint64_t attention = 0;
   for (int l = 0; l < c.num_layers; ++l) {  // the largest layer's: one workspace for all
-    attention = std::max(attention, TrainAttentionTileBytes(c.num_heads, c.KvHeads(l), c.HeadDim(l), tokens,
-                                                            bf16_products ? 2 : 4) +
+    attention = std::max(attention, TrainAttentionTileBytes(c.num_heads, c.KvHeads(l), c.HeadDim(l), tokens, 4) +
                                         TrainAttentionBackwardExtraBytes(c.num_heads, c.KvHeads(l), c.HeadDim(l), tokens));
   }
   m.items.push_back({"attention workspace", double(attention), "one tile of 256 queries' scores, dK and dV"});

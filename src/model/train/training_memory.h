@@ -60,13 +60,13 @@ FullFineTuneMemory EstimateFullFineTune(const ModelConfig& c, int weight_bytes, 
 
 // The GPU trainer's device memory for LoRA (docs/TRAIN.md, "On a GPU"): the base in bf16, the
 // factors and their gradients in f32 (AdamW's moments stay on the host), the f32 activations of a micro-batch of
-// `tokens`, the attention's workspace (kernels/attention_train_workspace.h, bf16 or f32
-// operands), the loss head's chunk of logits and cuBLASLt's workspace and staging.
+// `tokens`, the attention's workspace (kernels/attention_train_workspace.h, f32 operands in
+// either precision), the loss head's chunk of logits and cuBLASLt's workspace and staging.
 struct GpuLoraMemory {
   int64_t trainable = 0;
   std::vector<MemoryItem> items;
   double total = 0;
 };
-GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int rank, bool remat, bool bf16_products);
+GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int rank, bool remat);
 
 }  // namespace gk

@@ -90,7 +90,7 @@ TEST(TrainingMemory, LoraParametersAreTheAdaptersAndTheGpuEstimateAddsUp) {
     for (const LoraModule& m : a->modules()) n += int64_t(m.a.size() + m.b.size());
     EXPECT_EQ(LoraParameters(c, 6), n) << preset;
     EXPECT_EQ(a->ParameterCount(), n);
-    const GpuLoraMemory g = EstimateGpuLoraTraining(c, 300, 6, true, true);
+    const GpuLoraMemory g = EstimateGpuLoraTraining(c, 300, 6, true);
     EXPECT_EQ(g.trainable, n);
     double sum = 0;
     for (const MemoryItem& i : g.items) sum += i.bytes;

@@ -43,7 +43,7 @@ Result<nlohmann::json> RunGpuTrainBench(const GpuTrainBenchOptions& o) {
   adapter.InitPeft(1);
   GK_RETURN_IF_ERROR(CheckCudaTrainingSupport(c, &adapter));
   // Refused before step 1 when the plan's estimate exceeds what the device has free.
-  const GpuLoraMemory plan = EstimateGpuLoraTraining(c, T, o.rank, true, bf16);
+  const GpuLoraMemory plan = EstimateGpuLoraTraining(c, T, o.rank, true);
   size_t free_bytes = 0, total_bytes = 0;
   GK_RETURN_IF_ERROR(cuda::Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   if (plan.total > double(free_bytes)) {
