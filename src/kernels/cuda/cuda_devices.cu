@@ -21,6 +21,8 @@ CudaInventory QueryCudaRuntime() {
     return inv;
   }
   if (count == 0) inv.none_reason = "cudaGetDeviceCount found 0 devices";
+  int current = 0;
+  const bool restore = cudaGetDevice(&current) == cudaSuccess;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
@@ -35,6 +37,7 @@ CudaInventory QueryCudaRuntime() {
     if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total) == cudaSuccess) d.free_bytes = free_bytes;
     inv.devices.push_back(d);
   }
+  if (restore) cudaSetDevice(current);  // listing leaves the caller's device current
   return inv;
 }
 

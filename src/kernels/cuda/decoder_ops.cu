@@ -177,7 +177,7 @@ Status AddScale(float* x, const float* y, int64_t n, float s, cudaStream_t strea
 Status RouteTopK(const float* logits, int64_t T, int E, int k, const float* per_expert_scale, int32_t* expert,
                  float* weight, cudaStream_t stream) {
   if (T == 0) return Status::Ok();
-  if (E > kMaxExperts || k > E || k < 1) {
+  if (E > kMaxExperts || k > E || k < 1 || k > kThreads) {
     return Status::Error(StrCat("the GPU routes up to ", kMaxExperts, " experts, top-k at most that; got ", E, ", ", k));
   }
   RouteTopKKernel<<<unsigned(T), kThreads, 0, stream>>>(logits, E, k, per_expert_scale, expert, weight);

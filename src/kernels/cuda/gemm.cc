@@ -159,14 +159,18 @@ Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const BatchedProduct& p) {
   cublasLtMatmulPreference_t pref = nullptr;
   GK_RETURN_IF_ERROR(LtCheck(api->pref_create(&pref), "cublasLtMatmulPreferenceCreate"));
   const uint64_t ws = kWorkspaceBytes;
-  api->pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  Status pref_ok = LtCheck(api->pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), "workspace preference");
   // Operands may start inside a buffer (a vocabulary chunk's rows, a tile's keys, one KV head's
   // batch), 16-byte aligned but not 256 as cuBLASLt assumes by default: ask for algorithms that
   // need no more, as one algorithm serves every call of the shape.
   const uint32_t align = 16;
   for (const auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-    api->pref_set(pref, attr, &align, sizeof(align));
+    if (pref_ok.ok()) pref_ok = LtCheck(api->pref_set(pref, attr, &align, sizeof(align)), "alignment preference");
+  }
+  if (!pref_ok.ok()) {  // without it the heuristic would assume 256-byte operands
+    api->pref_destroy(pref);
+    return pref_ok;
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;

@@ -19,6 +19,7 @@
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/row_ops.h"
 #include "kernels/cuda/token_pick.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/cuda/device_weights.h"
 #include "model/decoder_constants.h"
@@ -48,6 +49,9 @@ class DeviceKvStorage final : public KvStorage {
     }
     s->size_ = bytes;
     GK_RETURN_IF_ERROR(Check(cudaMemset(s->data_, 0, std::max<size_t>(bytes, 1)), "cudaMemset of the KV cache"));
+    // cudaMemset returns before it finishes, on the legacy stream, which the runners' non-blocking
+    // streams do not wait for: the first pass's KV writes must not race the zeroing.
+    GK_RETURN_IF_ERROR(Check(cudaDeviceSynchronize(), "zeroing the KV cache"));
     return std::unique_ptr<KvStorage>(std::move(s));
   }
   ~DeviceKvStorage() override { cudaFree(data_); }
@@ -142,10 +146,11 @@ struct CudaModel::Impl {
   struct DecodeGraph {
     cudaGraphExec_t exec = nullptr;
     uint64_t generation = 0;  // of the buffers it reads, when captured
+    Bf16Activations mode = Bf16Activations::kSplit;  // how its products took bf16 weights
     PoolKey pool;
     DecodeGraph() = default;
     DecodeGraph(DecodeGraph&& o) noexcept
-        : exec(std::exchange(o.exec, nullptr)), generation(o.generation), pool(std::move(o.pool)) {}
+        : exec(std::exchange(o.exec, nullptr)), generation(o.generation), mode(o.mode), pool(std::move(o.pool)) {}
     DecodeGraph& operator=(DecodeGraph&&) = delete;
     ~DecodeGraph() {
       if (exec) cudaGraphExecDestroy(exec);
@@ -561,8 +566,11 @@ Status CudaModel::Impl::RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, 
     if (pool.OwnsKv(l)) key.regions.insert(key.regions.end(), {pool.KData(l), pool.VData(l)});
   }
   const uint64_t gen = generation + gemm->staging_moves();
+  const Bf16Activations mode = ActiveBf16Activations();  // the products' conversions are baked into a graph
   auto it = graphs.find(T);
-  if (it != graphs.end() && (it->second.generation != gen || !(it->second.pool == key))) {
+  if (it != graphs.end() && (it->second.generation != gen || !(it->second.pool == key) || it->second.mode != mode)) {
+    // Run eagerly once more first: another pool may take kernels this process has not launched yet.
+    if (!(it->second.pool == key)) warmed_batches.erase(T);
     graphs.erase(it);
     it = graphs.end();
   }
@@ -576,6 +584,7 @@ Status CudaModel::Impl::RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, 
     const Status captured = Check(cudaStreamEndCapture(stream, &graph), "capturing a decode step");
     DecodeGraph g;
     g.generation = gen;
+    g.mode = mode;
     g.pool = std::move(key);
     Status made = queued.ok() ? captured : queued;
     if (made.ok()) made = Check(cudaGraphInstantiate(&g.exec, graph, 0), "instantiating a decode step's graph");
@@ -713,7 +722,10 @@ Status CudaModel::Impl::MoeBlock(int l, int64_t T) {
   GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "routing on the GPU"));
   // Each expert's tokens and weights, expert by expert.
   std::vector<int64_t> start(size_t(E + 1), 0);
-  for (int32_t e : h_route_expert) ++start[size_t(e) + 1];
+  for (int32_t e : h_route_expert) {
+    if (e < 0 || e >= E) return Status::Error(StrCat("layer ", l, ": the router chose no expert (NaN activations?)"));
+    ++start[size_t(e) + 1];
+  }
   for (int64_t e = 0; e < E; ++e) start[size_t(e + 1)] += start[size_t(e)];
   std::vector<int64_t> fill(start.begin(), start.end() - 1);
   h_ex_rows.resize(size_t(T * k));

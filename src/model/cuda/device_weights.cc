@@ -92,6 +92,8 @@ Result<DeviceWeights> UploadWeights(const ModelConfig& c, const ModelWeights& w,
                              "copying the weights to the GPU"));
   }
   GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "writing the weights on the GPU"));
+  // The copies above ran on the legacy stream, which `stream` (non-blocking) does not wait for.
+  GK_RETURN_IF_ERROR(Check(cudaDeviceSynchronize(), "copying the weights to the GPU"));
   auto matrix = [&](int64_t i, const MatrixView& m) {
     DeviceMatrix d;
     if (i < 0) return d;  // an absent matrix (v of K=V layers, k/v of KV-shared ones): data stays null
