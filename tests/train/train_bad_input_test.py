@@ -26,16 +26,15 @@ training_run.json); rerunning that run directory without --resume is refused, re
 changed recipe (learning rate, rank, seed) is refused with an error naming the recipe, and
 resuming with only checkpoint/log keys changed is accepted.
 """
-import argparse
 import json
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 
-from train_common import check, env, finish, make_model, make_short_rows, read_metrics, write_recipe
+from train_common import (check, env, finish, make_model, make_short_rows, read_metrics, test_args, work_dir,
+                          write_recipe)
 
 CRASH = ("terminate called", "Aborted", "Segmentation", "Traceback", "core dumped", "std::")
 SUMMARY_RE = re.compile(r"^data: (\d+) rows read, (\d+) kept, dropped: (.*); (\d+) tokens, (\d+) loss tokens$")
@@ -70,15 +69,10 @@ def expect_error(gk, name, args, *needles):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gemmakit", required=True)
-    ap.add_argument("--keep", help="work in this directory and leave it")
-    a = ap.parse_args()
-    gk = os.path.abspath(a.gemmakit)
+    a = test_args()
+    gk = a.gemmakit
     t0 = time.time()
-    with tempfile.TemporaryDirectory(prefix="gk-train-bad-") as tmp:
-        work = os.path.abspath(a.keep) if a.keep else tmp
-        os.makedirs(work, exist_ok=True)
+    with work_dir(a.keep, "gk-train-bad-") as work:
         model = make_model(gk, os.path.join(work, "model"), seed=2)
         rows_path = os.path.join(work, "rows.jsonl")
         rows = make_short_rows(gk, work, rows_path, n=12, seed=5)

@@ -2,6 +2,7 @@
 
 Debian's /usr/bin/python3 with numpy (and torch for the oracle test); stdlib otherwise.
 
+  test_args(), work_dir(keep, pfx)  the tests' --gemmakit / --keep, and their work directory
   has_cuda_device(gk)               whether `gemmakit devices` lists a CUDA device
   make_model(gk, dir, seed)         `gemmakit init --preset tiny` (random weights, real tokenizer)
   make_short_rows(gk, path, ...)    CodeV-R1-style rows from `gemmakit data synth-verilog`, their
@@ -13,11 +14,14 @@ Debian's /usr/bin/python3 with numpy (and torch for the oracle test); stdlib oth
   check_steps(label, run, ref, n)   a run's metrics against a reference's losses.json, step by step
 """
 
+import argparse
+import contextlib
 import json
 import os
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -48,6 +52,28 @@ def finish(name, t0):
         print(f"{name}: {len(failures)} failure(s) ({dt:.1f} s)", flush=True)
         sys.exit(1)
     print(f"{name}: all checks passed ({dt:.1f} s)", flush=True)
+
+
+def test_args(more=None):
+    """The train tests' command line: --gemmakit PATH (made absolute), --keep DIR, and what
+    more(parser) adds."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gemmakit", required=True)
+    ap.add_argument("--keep", help="work in this directory and leave it")
+    if more:
+        more(ap)
+    a = ap.parse_args()
+    a.gemmakit = os.path.abspath(a.gemmakit)
+    return a
+
+
+@contextlib.contextmanager
+def work_dir(keep, prefix):
+    """A temporary directory removed after, or --keep's (made, and left behind)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = os.path.abspath(keep) if keep else tmp
+        os.makedirs(work, exist_ok=True)
+        yield work
 
 
 def env():

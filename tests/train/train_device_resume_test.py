@@ -20,18 +20,16 @@ order moves the loss by far more from the next step on); and the final adapters 
 the reference's scale per tensor (Adam turns last-bit gradient differences into lr-sized moves
 on elements whose gradient is tiny: tests/train/train_oracle_e2e_test.py explains the bound).
 """
-import argparse
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 from train_common import (check, count_lines, env, fail, finish, has_cuda_device, make_model, make_short_rows,
-                          read_metrics, read_safetensors, write_recipe)
+                          read_metrics, read_safetensors, test_args, work_dir, write_recipe)
 
 STEPS = 6
 
@@ -64,18 +62,13 @@ def train(gk, recipe, out, device, resume=False, stop_after=0):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gemmakit", required=True)
-    ap.add_argument("--keep", help="work in this directory and leave it")
-    a = ap.parse_args()
-    gk = os.path.abspath(a.gemmakit)
+    a = test_args()
+    gk = a.gemmakit
     if not has_cuda_device(gk):
         print("SKIP: no CUDA device (gemmakit devices)")
         sys.exit(77)
     t0 = time.time()
-    with tempfile.TemporaryDirectory(prefix="gk-train-device-") as tmp:
-        work = os.path.abspath(a.keep) if a.keep else tmp
-        os.makedirs(work, exist_ok=True)
+    with work_dir(a.keep, "gk-train-device-") as work:
         model = make_model(gk, os.path.join(work, "model"))
         rows = os.path.join(work, "rows.jsonl")
         make_short_rows(gk, work, rows, 19, 5)

@@ -25,18 +25,16 @@ must hold exactly those masters (f32 base: no rounding), the bf16 run's their bf
 both must load in `gemmakit generate` and the trained model's `logprobs` must differ from the
 base's.
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 from train_common import (ORACLE_DIR, check, check_steps, fail, finish, make_short_rows, read_safetensors, run,
-                          write_recipe)
+                          test_args, work_dir, write_recipe)
 from train_oracle_e2e_test import batch_file
 
 STEPS = {"f32": 4, "bf16": 2}
@@ -130,20 +128,15 @@ def one_dtype(gk, work, rows_jsonl, dtype):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gemmakit", required=True)
-    ap.add_argument("--keep", help="work in this directory and leave it")
-    a = ap.parse_args()
-    gk = os.path.abspath(a.gemmakit)
+    a = test_args()
+    gk = a.gemmakit
     t0 = time.time()
     try:
         import torch  # noqa: F401
     except ImportError:
         print("SKIP: no torch in /usr/bin/python3 (scripts/install_deps.sh)")
         sys.exit(77)
-    with tempfile.TemporaryDirectory(prefix="gk-train-full-oracle-") as tmp:
-        work = os.path.abspath(a.keep) if a.keep else tmp
-        os.makedirs(work, exist_ok=True)
+    with work_dir(a.keep, "gk-train-full-oracle-") as work:
         rows = os.path.join(work, "rows.jsonl")
         make_short_rows(gk, work, rows, 20, seed=5)
         for dtype in ("f32", "bf16"):

@@ -30,18 +30,16 @@ Compared with that test's bounds (losses 1e-4, gradient norms 1e-3, the final ad
 and the adapters' module sets: PEFT's against the oracle's enumeration (no k/v projection on
 KV-shared layers, no v_proj on K=V layers, nothing on the router or the experts).
 """
-import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 import train_oracle_e2e_test as ot
 from train_common import (check, check_steps, finish, has_cuda_device, losses_as_metrics, make_short_rows,
-                          read_safetensors, run)
+                          read_safetensors, run, test_args, work_dir)
 
 def hf_device():
     import torch
@@ -169,13 +167,12 @@ def one_model(gk, work, preset, rows_jsonl, modes, devices, dev):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gemmakit", required=True)
-    ap.add_argument("--keep", help="work in this directory and leave it")
-    ap.add_argument("--devices", help="gemmakit devices to train on, comma-separated (default: cpu, and cuda where "
-                                      "`gemmakit devices` lists one)")
-    a = ap.parse_args()
-    gk = os.path.abspath(a.gemmakit)
+    def more(ap):
+        ap.add_argument("--devices", help="gemmakit devices to train on, comma-separated (default: cpu, and cuda where "
+                                          "`gemmakit devices` lists one)")
+
+    a = test_args(more)
+    gk = a.gemmakit
     t0 = time.time()
     try:
         import peft
@@ -189,9 +186,7 @@ def main():
     dev = hf_device()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}; "
           f"HF runs on {dev}, gemmakit on {', '.join(devices)}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="gk-train-hf-") as tmp:
-        work = os.path.abspath(a.keep) if a.keep else tmp
-        os.makedirs(work, exist_ok=True)
+    with work_dir(a.keep, "gk-train-hf-") as work:
         rows = os.path.join(work, "rows.jsonl")
         make_short_rows(gk, work, rows, n=40, seed=11)
         one_model(gk, work, "tiny", rows, ("assistant", "all"), devices, dev)

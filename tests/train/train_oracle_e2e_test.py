@@ -38,19 +38,17 @@ the bounds leave 5-20x headroom, while real errors move the update by more (meas
 replaying the oracle with one thing changed: weight decay left out 5 %, clipping left out 11 %;
 a schedule off by one step or a wrong gradient fail the per-step checks first).
 """
-import argparse
 import json
 import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
-from train_common import (ORACLE_DIR, check, check_steps, fail, finish, make_model, make_short_rows,
-                          read_safetensors, run, write_recipe)
+from train_common import (ORACLE_DIR, check, check_steps, fail, finish, make_model, make_short_rows, read_safetensors,
+                          run, test_args, work_dir, write_recipe)
 
 sys.path.insert(0, ORACLE_DIR)
 
@@ -251,20 +249,15 @@ def bf16_mode(gk, work, model, rows_jsonl, init_dir, init, loss_mode):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gemmakit", required=True)
-    ap.add_argument("--keep", help="work in this directory and leave it")
-    a = ap.parse_args()
-    gk = os.path.abspath(a.gemmakit)
+    a = test_args()
+    gk = a.gemmakit
     t0 = time.time()
     try:
         import torch  # noqa: F401
     except ImportError:
         print(f"SKIP: no torch in {sys.executable} (scripts/install_deps.sh)")
         sys.exit(77)  # ctest's SKIP_RETURN_CODE
-    with tempfile.TemporaryDirectory(prefix="gk-train-oracle-") as tmp:
-        work = os.path.abspath(a.keep) if a.keep else tmp
-        os.makedirs(work, exist_ok=True)
+    with work_dir(a.keep, "gk-train-oracle-") as work:
         model = make_model(gk, os.path.join(work, "model"), seed=7)
         rows = os.path.join(work, "rows.jsonl")
         make_short_rows(gk, work, rows, n=40, seed=11)

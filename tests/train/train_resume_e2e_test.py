@@ -26,18 +26,16 @@ After completion each run directory holds exactly keep_last checkpoint-<n> direc
 newest: 9 and 10) and nothing with ".tmp" in its name, and the resumed runs' training_run.json
 names the checkpoint they resumed from.
 """
-import argparse
 import json
 import os
 import random
 import re
 import signal
 import subprocess
-import tempfile
 import time
 
 from train_common import (check, count_lines, env, fail, finish, make_model, make_short_rows, read_metrics,
-                          read_safetensors, write_recipe)
+                          read_safetensors, test_args, work_dir, write_recipe)
 
 STEPS, SAVE_EVERY, KEEP_LAST = 10, 3, 2
 STEP_RE = re.compile(r"^step \d+/\d+ ", re.M)
@@ -149,17 +147,14 @@ def check_run_dir(out, what, resumed):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gemmakit", required=True)
-    ap.add_argument("--keep", help="work in this directory and leave it")
-    ap.add_argument("--seed", type=int, default=20240611, help="seeds the kill points")
-    a = ap.parse_args()
-    gk = os.path.abspath(a.gemmakit)
+    def more(ap):
+        ap.add_argument("--seed", type=int, default=20240611, help="seeds the kill points")
+
+    a = test_args(more)
+    gk = a.gemmakit
     rng = random.Random(a.seed)
     t0 = time.time()
-    with tempfile.TemporaryDirectory(prefix="gk-train-resume-") as tmp:
-        work = os.path.abspath(a.keep) if a.keep else tmp
-        os.makedirs(work, exist_ok=True)
+    with work_dir(a.keep, "gk-train-resume-") as work:
         model = make_model(gk, os.path.join(work, "model"), seed=3)
         rows = os.path.join(work, "rows.jsonl")
         make_short_rows(gk, work, rows, n=40, seed=11)
