@@ -56,6 +56,18 @@ void MatMulRowsAvx512(const MatrixView& w, const float* x, int64_t T, float* y, 
 enum class Bf16Activations { kSplit, kRound };
 Bf16Activations ActiveBf16Activations();
 void SetBf16Activations(Bf16Activations mode);
+// Sets the mode for one scope and restores the previous one after (a pass that needs its own
+// without changing it for the rest of the process).
+class ScopedBf16Activations {
+ public:
+  explicit ScopedBf16Activations(Bf16Activations mode) : was_(ActiveBf16Activations()) { SetBf16Activations(mode); }
+  ~ScopedBf16Activations() { SetBf16Activations(was_); }
+  ScopedBf16Activations(const ScopedBf16Activations&) = delete;
+  ScopedBf16Activations& operator=(const ScopedBf16Activations&) = delete;
+
+ private:
+  Bf16Activations was_;
+};
 
 // Packed bf16 weights (kernels/packed_bf16.h) over panels [p0, p1): x is given as bf16 pairs,
 // T rows of cols/2 uint32 (each the two bf16 of columns 2j and 2j+1, low half first); lo is

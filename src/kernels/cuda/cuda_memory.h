@@ -48,10 +48,15 @@ class DeviceBuffer {
     GK_ASSIGN_OR_RETURN(DeviceBuffer b, Allocate(host.size()));
     GK_RETURN_IF_ERROR(Check(cudaMemcpy(b.p_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
                              "cudaMemcpy to the device"));
+    // cudaMemcpy from pageable memory may return before the data lands, and on the legacy
+    // stream, which the runners' non-blocking streams do not wait for: finish it here.
+    GK_RETURN_IF_ERROR(Check(cudaDeviceSynchronize(), "cudaMemcpy to the device"));
     return Result<DeviceBuffer>(std::move(b));
   }
+  // After every queued kernel (of any stream) that may write the buffer.
   Result<std::vector<T>> ToHost() const {
     std::vector<T> host(n_);
+    GK_RETURN_IF_ERROR(Check(cudaDeviceSynchronize(), "cudaMemcpy from the device"));
     GK_RETURN_IF_ERROR(Check(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost),
                              "cudaMemcpy from the device"));
     return host;

@@ -42,19 +42,6 @@ struct DeviceLora {
   DeviceBuffer<float> a, b, grad_a, grad_b;  // (r, in), (out, r)
 };
 
-// How bf16 weights meet activations (kernels/matmul.h: a process-wide setting) for one scope,
-// restored after: a pass sets its precision's without changing it for the rest of the process,
-// and the MoE router's products stay f32-accurate in either precision, as TrainingModel's
-// (WeightMatMul): a rounding must not flip which experts a token takes.
-class ScopedActivations {
- public:
-  explicit ScopedActivations(Bf16Activations mode) : was_(ActiveBf16Activations()) { SetBf16Activations(mode); }
-  ~ScopedActivations() { SetBf16Activations(was_); }
-
- private:
-  Bf16Activations was_;
-};
-
 }  // namespace
 
 struct CudaTrainingModel::Impl {
@@ -455,7 +442,9 @@ Status CudaTrainingModel::Impl::MoeForward(int l) {
   // The router's input RmsNorm_noscale(x1) · router.scale · D^-½ (router_weight holds the product).
   GK_RETURN_IF_ERROR(cuda::RmsNormRows(x1.data(), L.router_weight, T, D, eps, router_in.data(), stream));
   {
-    ScopedActivations f32_accurate(Bf16Activations::kSplit);
+    // f32-accurate in either precision, as TrainingModel's router (WeightMatMul): a rounding must
+    // not flip which experts a token takes.
+    ScopedBf16Activations f32_accurate(Bf16Activations::kSplit);
     GK_RETURN_IF_ERROR(gemm->Run(L.router, router_in.data(), T, logits.data()));
   }
   h_probs.resize(size_t(T * E));
@@ -548,7 +537,7 @@ Status CudaTrainingModel::Impl::MoeBackward(int l, const float* dmm, float* dx) 
   GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(dz.data(), h_dz.data(), h_dz.size() * sizeof(float), cudaMemcpyHostToDevice,
                                            stream), "copying the router's gradient to the GPU"));
   {
-    ScopedActivations f32_accurate(Bf16Activations::kSplit);
+    ScopedBf16Activations f32_accurate(Bf16Activations::kSplit);  // as the router's forward product
     GK_RETURN_IF_ERROR(gemm->RunInputGrad(L.router, dz.data(), T, drouter.data(), false));
   }
   // The router's input r = RmsNorm_noscale(x1) · router_weight, and xe = RmsNorm(x1; pre_ffw_norm_2).
@@ -728,13 +717,13 @@ Status CudaTrainingModel::ForwardBackward(std::span<const TrainRowView> rows, fl
   impl_->dropout_on = impl_->adapter->options().dropout > 0;
   impl_->dropout_key = dropout_key;
   // bf16 precision rounds the base products' activations to bf16, as TrainingModel does.
-  ScopedActivations mode(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
+  ScopedBf16Activations mode(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
   return impl_->Run(rows, loss_scale, true, stats);
 }
 
 Status CudaTrainingModel::Evaluate(std::span<const TrainRowView> rows, MicroBatchStats* stats) {
   impl_->dropout_on = false;
-  ScopedActivations mode(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
+  ScopedBf16Activations mode(impl_->opt.precision == TrainPrecision::kBf16 ? Bf16Activations::kRound : Bf16Activations::kSplit);
   return impl_->Run(rows, 1.f, false, stats);
 }
 
