@@ -1,0 +1,174 @@
+// The CUDA emulator's own tests: that it runs kernels as CUDA defines them (coordinates,
+// barriers, shuffles, graphs), and that it stops on what a GPU would get wrong or refuse.
+// Compiled for the emulator only (cu_to_cc.py), into gemmakit_cuda_emulator_tests.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/cuda_memory.h"
+#include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/gemm.h"
+
+namespace gk::cuda {
+namespace {
+
+__global__ void CoordinatesKernel(uint32_t* out) {
+  const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const uint32_t thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
+  out[block * threads + thread] = (blockIdx.z << 24) | (blockIdx.y << 16) | (threadIdx.z << 8) | (threadIdx.y << 4) | threadIdx.x;
+}
+
+TEST(EmulatorTest, GivesEveryThreadItsCoordinates) {
+  const dim3 grid{2, 3, 2}, block{4, 2, 3};
+  const size_t n = 2 * 3 * 2 * 4 * 2 * 3;
+  auto buf = DeviceBuffer<uint32_t>::Allocate(n).value();
+  CoordinatesKernel<<<grid, block>>>(buf.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<uint32_t> got = buf.ToHost().value();
+  size_t i = 0;
+  for (uint32_t bz = 0; bz < 2; ++bz)
+    for (uint32_t by = 0; by < 3; ++by)
+      for (uint32_t bx = 0; bx < 2; ++bx)
+        for (uint32_t tz = 0; tz < 3; ++tz)
+          for (uint32_t ty = 0; ty < 2; ++ty)
+            for (uint32_t tx = 0; tx < 4; ++tx, ++i) {
+              ASSERT_EQ(got[i], (bz << 24) | (by << 16) | (tz << 8) | (ty << 4) | tx) << i;
+            }
+}
+
+__global__ void SumKernel(float* out) {
+  const float s = BlockSum(float(threadIdx.x));
+  const float m = BlockMax(float(threadIdx.x));
+  if (threadIdx.x == 0) out[blockIdx.x * 2] = s, out[blockIdx.x * 2 + 1] = m;
+}
+
+__global__ void ScanKernel(int* out) {  // an inclusive prefix sum over each warp
+  int v = 1;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int up = __shfl_up_sync(0xffffffffu, v, o);
+    if (int(threadIdx.x % 32) >= o) v += up;
+  }
+  out[threadIdx.x] = v;
+}
+
+TEST(EmulatorTest, ReducesAndScansAcrossWarpsAndBlocks) {
+  auto sums = DeviceBuffer<float>::Allocate(6).value();
+  SumKernel<<<3, 256>>>(sums.data());
+  const std::vector<float> s = sums.ToHost().value();
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_EQ(s[b * 2], 255.f * 256.f / 2.f);
+    EXPECT_EQ(s[b * 2 + 1], 255.f);
+  }
+  auto scan = DeviceBuffer<int>::Allocate(64).value();
+  ScanKernel<<<1, 64>>>(scan.data());
+  const std::vector<int> got = scan.ToHost().value();
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(got[i], i % 32 + 1) << i;
+}
+
+// Thread 0 reads what thread 1 writes; only the barrier makes it see the value.
+template <bool kSync>
+__global__ void NeighbourKernel(int* out) {
+  __shared__ int cell;
+  if (threadIdx.x == 1) cell = 7;
+  if (kSync) __syncthreads();
+  if (threadIdx.x == 0) out[0] = cell;
+}
+
+TEST(EmulatorTest, AMissingBarrierShowsAsAStaleRead) {
+  auto out = DeviceBuffer<int>::Allocate(1).value();
+  NeighbourKernel<true><<<1, 32>>>(out.data());
+  EXPECT_EQ(out.ToHost().value()[0], 7);
+  // Threads run in order until they meet, so thread 0 reads before thread 1 writes: a race
+  // the GPU might hide shows every time.
+  int stale = 0;
+  ASSERT_EQ(cudaMemset(out.data(), 0, sizeof(int)), cudaSuccess);
+  NeighbourKernel<false><<<1, 32>>>(out.data());
+  stale = out.ToHost().value()[0];
+  EXPECT_NE(stale, 7);
+}
+
+__global__ void PartialWarpShuffleKernel(float* out) { out[threadIdx.x] = WarpSum(1.f); }
+
+// Half a warp at __syncthreads, the other half at a full-warp shuffle that waits for it.
+__global__ void MismatchedBarriersKernel(float* out) {
+  if (threadIdx.x % 32 < 16) {
+    __syncthreads();
+  } else {
+    out[threadIdx.x] = WarpSum(1.f);
+  }
+}
+
+TEST(EmulatorDeathTest, StopsOnWhatTheGpuGetsWrong) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto out = DeviceBuffer<float>::Allocate(64).value();
+  // A full-mask shuffle in a block of 16 threads: lanes 16-31 do not exist.
+  EXPECT_DEATH(PartialWarpShuffleKernel<<<1, 16>>>(out.data()), "names lane 16, which does not exist");
+  // Lanes of one warp waiting at different barriers.
+  EXPECT_DEATH(MismatchedBarriersKernel<<<1, 64>>>(out.data()), "deadlock in MismatchedBarriersKernel");
+  // A copy past the end of a device allocation.
+  std::vector<float> host(65);
+  EXPECT_DEATH(cudaMemcpy(out.data(), host.data(), 65 * sizeof(float), cudaMemcpyHostToDevice),
+               "not inside one device allocation");
+}
+
+TEST(EmulatorTest, RefusesLaunchesAGpuRefuses) {
+  auto out = DeviceBuffer<float>::Allocate(2048).value();
+  PartialWarpShuffleKernel<<<1, 2048>>>(out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  PartialWarpShuffleKernel<<<dim3{1, 70000}, 32>>>(out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  // Dynamic shared memory above 48 KiB needs the kernel's opt-in first.
+  PartialWarpShuffleKernel<<<1, 32, 64 << 10>>>(out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFuncSetAttribute(PartialWarpShuffleKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10),
+            cudaSuccess);
+  PartialWarpShuffleKernel<<<1, 32, 64 << 10>>>(out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+__global__ void AddKernel(float* x, float v) { x[threadIdx.x] += v; }
+
+TEST(EmulatorTest, GraphsReplayWhatWasCapturedWithItsArguments) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  auto x = DeviceBuffer<float>::Allocate(4).value();
+  ASSERT_EQ(cudaMemsetAsync(x.data(), 0, 4 * sizeof(float), s), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  float v = 2.f;
+  AddKernel<<<1, 4, 0, s>>>(x.data(), v);
+  v = 100.f;  // the graph keeps the 2 it was captured with
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  EXPECT_EQ(x.ToHost().value()[0], 0.f);  // captured, not run
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  const std::vector<float> got = x.ToHost().value();
+  for (float e : got) EXPECT_EQ(e, 4.f);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
+TEST(EmulatorDeathTest, CublasLtRefusesOperandsBelowTheAlignmentAssumed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  GemmOnStream g;
+  ASSERT_TRUE(g.Create().ok());
+  auto w = DeviceBuffer<float>::Allocate(64 * 64).value();
+  auto x = DeviceBuffer<float>::Allocate(64 * 64 + 1).value();
+  auto y = DeviceBuffer<float>::Allocate(64 * 64).value();
+  const DeviceMatrix m{DType::kF32, 64, 64, w.data()};
+  ASSERT_TRUE(g.gemm->RunPrepared(m, x.data(), 64, y.data(), 0.f).ok());
+  // One float in: 4-byte aligned, where the algorithm was chosen for 16.
+  EXPECT_DEATH((void)g.gemm->RunPrepared(m, x.data() + 1, 63, y.data(), 0.f), "not aligned to the 16 bytes");
+}
+
+}  // namespace
+}  // namespace gk::cuda

@@ -1,0 +1,62 @@
+#include "fibers.h"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+static_assert(sizeof(void*) == 8, "the emulator's fibers are written for x86-64");
+
+// rbp, rbx, r12-r15 are callee-saved (System V AMD64): push them, swap stacks, pop the other
+// context's, and return into it.
+asm(R"(
+.pushsection .text
+.globl gk_emu_switch
+.type gk_emu_switch,@function
+gk_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.size gk_emu_switch,.-gk_emu_switch
+.popsection
+)");
+
+namespace gk_emu {
+
+FiberStack::FiberStack(size_t bytes) : bytes_(bytes) {
+  // Untouched pages cost nothing; a guard page below catches an overflow.
+  base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base_ == MAP_FAILED) {
+    std::fprintf(stderr, "cuda emulator: cannot map a %zu-byte fiber stack\n", bytes_);
+    std::abort();
+  }
+  mprotect(base_, 4096, PROT_NONE);
+}
+
+FiberStack::~FiberStack() { munmap(base_, bytes_); }
+
+void* FiberStack::Prepare(void (*entry)()) {
+  // From the 16-byte-aligned top: a fake return address (entry never returns), entry's address
+  // for gk_emu_switch's `ret`, and six zero registers. After the `ret`, rsp is 8 mod 16, as at
+  // any function's entry.
+  auto* top = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(base_) + bytes_) & ~uintptr_t(15));
+  top[-1] = 0;
+  top[-2] = reinterpret_cast<uint64_t>(entry);
+  for (int i = 3; i <= 8; ++i) top[-i] = 0;
+  return top - 8;
+}
+
+}  // namespace gk_emu

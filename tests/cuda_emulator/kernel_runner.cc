@@ -1,0 +1,281 @@
+// The CUDA emulator's execution of one kernel launch: the blocks one after another, each
+// block's threads as fibers scheduled in thread order until they meet at a barrier. A thread
+// runs until it waits, so a missing __syncthreads shows as a thread reading what a later
+// thread has not yet written. The checks a GPU would fail on (and some it would silently get
+// wrong) end the process with a message naming the kernel, block and thread: shuffles over
+// lanes that do not exist or have exited, threads waiting at different barriers.
+#include "kernel_runner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fibers.h"
+
+namespace gk_emu {
+
+thread_local const ThreadCoords* tls_coords = nullptr;
+
+namespace {
+
+constexpr size_t kStackBytes = size_t(256) << 10;
+
+struct Warp {
+  int live = 0;          // lanes that exist and have not exited
+  int arrived = 0;       // lanes waiting at the warp's barrier
+  int expected = 0;      // lanes the barrier waits for (the mask's)
+  unsigned mask = 0;
+  alignas(16) unsigned char slots[32][16];
+};
+
+struct Fiber {
+  ThreadCoords coords;
+  int linear = 0;
+  enum State { kReady, kWaitingBlock, kWaitingWarp, kDone } state = kReady;
+  void* sp = nullptr;
+};
+
+// One block's run, reused (with its stacks) by the next block on this OS thread.
+struct BlockRun {
+  const char* kernel = "";
+  Entry entry = nullptr;
+  void* closure = nullptr;
+  std::vector<Fiber> fibers;
+  std::vector<Warp> warps;
+  unsigned char* smem_ptr = nullptr;  // dynamic shared memory (a kernel may ask __align__(128))
+  size_t smem_bytes = 0;
+  void* scheduler_sp = nullptr;
+  int current = -1;
+  int live = 0;
+  int arrived = 0;
+};
+
+thread_local BlockRun* tls_run = nullptr;
+
+struct FreeAligned {
+  void operator()(unsigned char* p) const { std::free(p); }
+};
+
+[[noreturn]] void FailIn(const BlockRun& b, const std::string& what) {
+  std::string where = "outside a kernel";
+  if (b.current >= 0) {
+    const ThreadCoords& c = b.fibers[size_t(b.current)].coords;
+    where = std::string(b.kernel) + ", block (" + std::to_string(c.block_idx.x) + "," + std::to_string(c.block_idx.y) +
+            "," + std::to_string(c.block_idx.z) + "), thread (" + std::to_string(c.thread_idx.x) + "," +
+            std::to_string(c.thread_idx.y) + "," + std::to_string(c.thread_idx.z) + ")";
+  }
+  std::fprintf(stderr, "cuda emulator: %s (in %s)\n", what.c_str(), where.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+BlockRun& Run() {
+  if (tls_run == nullptr || tls_run->current < 0) {
+    std::fprintf(stderr, "cuda emulator: a device function ran outside a kernel\n");
+    std::abort();
+  }
+  return *tls_run;
+}
+
+Fiber& Me(BlockRun& b) { return b.fibers[size_t(b.current)]; }
+
+// Back to the scheduler until this fiber is ready again.
+void Wait(BlockRun& b, Fiber& f) {
+  gk_emu_switch(&f.sp, b.scheduler_sp);
+}
+
+void ReleaseBlockBarrier(BlockRun& b) {
+  b.arrived = 0;
+  for (Fiber& f : b.fibers) {
+    if (f.state == Fiber::kWaitingBlock) f.state = Fiber::kReady;
+  }
+}
+
+void ReleaseWarpBarrier(BlockRun& b, int warp) {
+  Warp& w = b.warps[size_t(warp)];
+  w.arrived = 0;
+  w.expected = 0;
+  const size_t first = size_t(warp) * 32, end = std::min(b.fibers.size(), first + 32);
+  for (size_t i = first; i < end; ++i) {
+    if (b.fibers[i].state == Fiber::kWaitingWarp) b.fibers[i].state = Fiber::kReady;
+  }
+}
+
+// The fiber's body: the kernel, then the exit, which may complete a barrier the others wait at
+// (an exited thread counts as arrived at __syncthreads, as on the GPU).
+void FiberMain() {
+  BlockRun& b = *tls_run;
+  b.entry(b.closure);
+  Fiber& f = Me(b);
+  f.state = Fiber::kDone;
+  --b.live;
+  Warp& w = b.warps[size_t(f.linear / 32)];
+  --w.live;
+  if (w.arrived > 0 && (w.mask >> (f.linear % 32) & 1u)) {
+    FailIn(b, "a lane exited while others of its warp wait for it at a warp barrier or shuffle");
+  }
+  if (b.arrived > 0 && b.arrived == b.live) ReleaseBlockBarrier(b);
+  gk_emu_switch(&f.sp, b.scheduler_sp);
+  std::abort();  // a finished fiber is never resumed
+}
+
+void WarpBarrier(BlockRun& b, Fiber& f, unsigned mask, const char* what) {
+  const int lane = f.linear % 32, warp = f.linear / 32;
+  Warp& w = b.warps[size_t(warp)];
+  if (!(mask >> lane & 1u)) FailIn(b, std::string(what) + ": the calling lane is not in the mask");
+  // Every lane the mask names must exist and still run, or the GPU's result is undefined (a
+  // whole warp with every lane running: nothing to look up).
+  const size_t first = size_t(warp) * 32;
+  for (int l = 0; l < 32 && !(mask == 0xffffffffu && w.live == 32); ++l) {
+    if (!(mask >> l & 1u)) continue;
+    const size_t i = first + size_t(l);
+    if (i >= b.fibers.size() || b.fibers[i].state == Fiber::kDone) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s: mask 0x%08x names lane %d, which %s", what, mask, l,
+                    i >= b.fibers.size() ? "does not exist (the block is not a whole number of warps)" : "has exited");
+      FailIn(b, buf);
+    }
+  }
+  if (w.arrived == 0) {
+    w.mask = mask;
+    w.expected = __builtin_popcount(mask);
+  } else if (w.mask != mask) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s: lanes of one warp meet with different masks (0x%08x, 0x%08x)", what, w.mask, mask);
+    FailIn(b, buf);
+  }
+  if (++w.arrived == w.expected) {
+    ReleaseWarpBarrier(b, warp);
+    return;
+  }
+  f.state = Fiber::kWaitingWarp;
+  Wait(b, f);
+}
+
+}  // namespace
+
+void SyncThreads() {
+  BlockRun& b = Run();
+  Fiber& f = Me(b);
+  if (++b.arrived == b.live) {
+    ReleaseBlockBarrier(b);
+    return;
+  }
+  f.state = Fiber::kWaitingBlock;
+  Wait(b, f);
+}
+
+void SyncWarp(unsigned mask) {
+  BlockRun& b = Run();
+  WarpBarrier(b, Me(b), mask, "__syncwarp");
+}
+
+void WarpExchange(unsigned mask, const void* mine, int src_lane, void* out, size_t bytes) {
+  BlockRun& b = Run();
+  Fiber& f = Me(b);
+  if (bytes > 16) FailIn(b, "a shuffle of more than 16 bytes");
+  Warp& w = b.warps[size_t(f.linear / 32)];
+  std::memcpy(w.slots[f.linear % 32], mine, bytes);
+  WarpBarrier(b, f, mask, "__shfl_*_sync");
+  if (!(mask >> src_lane & 1u)) FailIn(b, "a shuffle reads a lane outside its mask");
+  std::memcpy(out, w.slots[src_lane], bytes);
+  WarpBarrier(b, f, mask, "__shfl_*_sync");  // every lane has read before the slots are reused
+}
+
+int LaneId() {
+  BlockRun& b = Run();
+  return Me(b).linear % 32;
+}
+
+void* DynamicShared() {
+  BlockRun& b = Run();
+  return b.smem_ptr;
+}
+
+void Fail(const char* what) {
+  if (tls_run != nullptr) FailIn(*tls_run, what);
+  std::fprintf(stderr, "cuda emulator: %s\n", what);
+  std::abort();
+}
+
+void ExecuteKernel(const KernelCall& k) {
+  BlockRun run;
+  BlockRun* outer = tls_run;
+  const ThreadCoords* outer_coords = tls_coords;
+  tls_run = &run;
+  run.kernel = k.name;
+  run.entry = k.entry;
+  run.closure = k.closure;
+  const dim3 bd = k.block;
+  const int threads = int(bd.x * bd.y * bd.z);
+  run.fibers.resize(size_t(threads));
+  run.warps.resize(size_t((threads + 31) / 32));
+  // Stacks outlive launches: mapping them costs more than most kernels.
+  static thread_local std::vector<std::unique_ptr<FiberStack>> stacks;
+  while (stacks.size() < size_t(threads)) stacks.push_back(std::make_unique<FiberStack>(kStackBytes));
+  // Dynamic shared memory, 1 KiB aligned, kept for the next launches (a fresh allocation per
+  // launch costs page faults).
+  static thread_local std::unique_ptr<unsigned char, FreeAligned> smem;
+  static thread_local size_t smem_capacity = 0;
+  run.smem_bytes = (std::max<size_t>(k.smem, 16) + 1023) / 1024 * 1024;
+  if (run.smem_bytes > smem_capacity) {
+    smem.reset(static_cast<unsigned char*>(std::aligned_alloc(1024, run.smem_bytes)));
+    smem_capacity = run.smem_bytes;
+  }
+  run.smem_ptr = smem.get();
+  for (unsigned bz = 0; bz < k.grid.z; ++bz) {
+    for (unsigned by = 0; by < k.grid.y; ++by) {
+      for (unsigned bx = 0; bx < k.grid.x; ++bx) {
+        // Shared memory starts undefined on the GPU: NaN bytes here, so a read before any
+        // write shows.
+        std::memset(run.smem_ptr, 0xff, k.smem);
+        run.live = threads;
+        run.arrived = 0;
+        for (Warp& w : run.warps) w = Warp{};
+        for (int i = 0; i < threads; ++i) {
+          Fiber& f = run.fibers[size_t(i)];
+          f.linear = i;
+          f.state = Fiber::kReady;
+          f.coords.thread_idx = uint3{unsigned(i) % bd.x, (unsigned(i) / bd.x) % bd.y, unsigned(i) / (bd.x * bd.y)};
+          f.coords.block_idx = uint3{bx, by, bz};
+          f.coords.block_dim = bd;
+          f.coords.grid_dim = k.grid;
+          f.sp = stacks[size_t(i)]->Prepare(&FiberMain);
+          run.warps[size_t(i / 32)].live++;
+        }
+        while (run.live > 0) {
+          bool ran = false;
+          for (int i = 0; i < threads; ++i) {
+            Fiber& f = run.fibers[size_t(i)];
+            if (f.state != Fiber::kReady) continue;
+            run.current = i;
+            tls_coords = &f.coords;
+            gk_emu_switch(&run.scheduler_sp, f.sp);
+            ran = true;
+          }
+          run.current = -1;
+          if (!ran) {
+            int block_waiters = 0, warp_waiters = 0;
+            for (const Fiber& f : run.fibers) {
+              block_waiters += f.state == Fiber::kWaitingBlock;
+              warp_waiters += f.state == Fiber::kWaitingWarp;
+            }
+            std::fprintf(stderr,
+                         "cuda emulator: deadlock in %s, block (%u,%u,%u): %d threads wait at __syncthreads, %d at "
+                         "a warp barrier or shuffle, and no thread can run\n",
+                         k.name, bx, by, bz, block_waiters, warp_waiters);
+            std::abort();
+          }
+        }
+      }
+    }
+  }
+  tls_run = outer;
+  tls_coords = outer_coords;
+}
+
+}  // namespace gk_emu
