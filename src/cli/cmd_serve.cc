@@ -228,11 +228,9 @@ int RunServe(int argc, char** argv) {
     model = engine_flags.RandomRunner(*config, lo);
   }
   if (!model.ok()) return Fail(model.status());
-  // Tensor parallelism and LoRA adapters are the CPU runner's (LoadRunner refuses --tp elsewhere).
+  // Tensor parallelism is the CPU runner's (LoadRunner refuses --tp elsewhere); LoRA adapters
+  // run on both.
   GemmaModel* cpu_model = dynamic_cast<GemmaModel*>(model->get());
-  if (lora_on && cpu_model == nullptr) {
-    return Fail(StrCat("LoRA adapters are not supported on --device ", (*model)->device(), " yet: serve them on the CPU"));
-  }
   // On a GPU the runner sized its KV budget from the fraction at load (kv_memory_budget).
   if (kv_fraction > 0 && cpu_model != nullptr) {
     const uint64_t budget = uint64_t(double(server::PhysicalMemoryBytes()) * kv_fraction);
@@ -274,7 +272,7 @@ int RunServe(int argc, char** argv) {
   lro.root = lora_root;
   // Adapters in the base model's dtype, as vLLM holds them: f32 for f32 weights, else bf16.
   lro.storage = (*model)->default_kv_dtype() == DType::kF32 ? DType::kF32 : DType::kBF16;
-  LoraRegistry lora_registry(model_dir, config, cpu_model ? cpu_model->weights().prefix : "model.", lro);
+  LoraRegistry lora_registry(model_dir, config, (*model)->weight_prefix(), lro);
   for (const auto& [name, where] : lora_specs) {
     if (std::find(served_names.begin(), served_names.end(), name) != served_names.end()) {
       return Fail(StrCat("--lora ", name, ": the name is the base model's"));

@@ -63,6 +63,7 @@ class GemmaModel final : public ModelRunner {
   const ModelWeights& weights() const { return weights_; }
   int max_chunk() const override { return max_chunk_; }
   std::string device() const override { return "cpu"; }
+  std::string weight_prefix() const override { return weights_.prefix; }
   DType default_kv_dtype() const override { return KvCacheDType(weights_.layers[0].k.dtype); }
   Result<std::unique_ptr<PagedKvPool>> NewPagedKvPool(const PagedKvOptions& o) override {
     return PagedKvPool::Create(config_, o);

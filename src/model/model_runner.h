@@ -27,6 +27,9 @@ class ModelRunner {
   virtual int max_chunk() const = 0;
   // Where the runner computes: "cpu", "cuda:0".
   virtual std::string device() const = 0;
+  // The checkpoint's tensor-name prefix ("model.", "model.language_model."): what a LoRA
+  // adapter's module names are matched against.
+  virtual std::string weight_prefix() const { return "model."; }
   // The KV element type a pool gets when the user names none (f32 for f32 weights, else f16).
   virtual DType default_kv_dtype() const = 0;
   // Bytes a KV pool may take on the runner's device beside what it holds; 0: no device-side

@@ -92,6 +92,7 @@ Status CheckCudaSupport(const ModelConfig& c, const ModelWeights& w) {
 
 struct CudaModel::Impl {
   ModelConfig c;
+  std::string weight_prefix;  // the checkpoint's, for LoRA adapters' names
   CudaModelOptions o;
   std::string device_name;
   cudaStream_t stream = nullptr;
@@ -301,6 +302,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::Make(const ModelConfig& config, co
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.c = config;
+  m.weight_prefix = weights.prefix.empty() ? "model." : weights.prefix;
   m.o = o;
   m.o.max_chunk = std::max(1, o.max_chunk);
   m.device_name = StrCat("cuda:", o.device);
@@ -329,6 +331,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::Make(const ModelConfig& config, co
 const ModelConfig& CudaModel::config() const { return impl_->c; }
 int CudaModel::max_chunk() const { return impl_->o.max_chunk; }
 std::string CudaModel::device() const { return impl_->device_name; }
+std::string CudaModel::weight_prefix() const { return impl_->weight_prefix; }
 DType CudaModel::default_kv_dtype() const { return impl_->kv_default; }
 uint64_t CudaModel::kv_memory_budget() const { return std::max<uint64_t>(impl_->kv_budget, 1); }
 uint64_t CudaModel::weight_bytes() const { return impl_->w.bytes; }

@@ -60,6 +60,7 @@ class CudaModel final : public ModelRunner {
   const ModelConfig& config() const override;
   int max_chunk() const override;
   std::string device() const override;
+  std::string weight_prefix() const override;
   DType default_kv_dtype() const override;
   uint64_t kv_memory_budget() const override;
   Result<std::unique_ptr<PagedKvPool>> NewPagedKvPool(const PagedKvOptions& o) override;

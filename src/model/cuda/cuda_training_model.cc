@@ -731,6 +731,8 @@ Status CudaTrainingModel::DownloadGradients() {
   Impl& m = *impl_;
   GK_RETURN_IF_ERROR(Check(cudaSetDevice(m.opt.device), "cudaSetDevice"));
   for (DeviceLora& d : m.lora) {
+    d.host->grad_a.resize(d.grad_a.size());  // an adapter no CPU trainer has sized yet
+    d.host->grad_b.resize(d.grad_b.size());
     GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(d.host->grad_a.data(), d.grad_a.data(), d.host->grad_a.size() * sizeof(float),
                                              cudaMemcpyDeviceToHost, m.stream), "copying LoRA gradients from the GPU"));
     GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(d.host->grad_b.data(), d.grad_b.data(), d.host->grad_b.size() * sizeof(float),
