@@ -7,6 +7,7 @@ are not C++. Line numbers are kept (#line), so compiler messages and the emulato
 
 usage: cu_to_cc.py IN.cu OUT.cc
 """
+import os
 import re
 import sys
 
@@ -37,8 +38,6 @@ def main():
     with open(out + ".tmp", "w", encoding="utf-8") as f:
         f.write('#include "cuda_emulator.h"\n#line 1 "%s"\n' % src)
         f.write(body)
-    import os
-
     os.replace(out + ".tmp", out)
 
 

@@ -39,7 +39,7 @@ struct Fiber {
   void* sp = nullptr;
 };
 
-// One block's run, reused (with its stacks) by the next block on this OS thread.
+// One launch's run: its blocks one after another, on this OS thread's fiber stacks.
 struct BlockRun {
   const char* kernel = "";
   Entry entry = nullptr;
