@@ -112,18 +112,9 @@ Operand Gather(const void* X, const Layout& l, size_t offset, int64_t rows, int6
 template <class A, class B>
 float DotOf(const A* a, const B* b, int64_t k) {
   auto widen = [](auto x) -> float {
-    if constexpr (std::is_same_v<decltype(x), float>) {
-      return x;
-    } else if constexpr (std::is_same_v<decltype(x), __nv_bfloat16>) {
-      uint16_t u;
-      std::memcpy(&u, &x, 2);
-      const uint32_t w = uint32_t(u) << 16;
-      float f;
-      std::memcpy(&f, &w, 4);
-      return f;
-    } else {
-      return __half2float(x);
-    }
+    if constexpr (std::is_same_v<decltype(x), float>) return x;
+    else if constexpr (std::is_same_v<decltype(x), __nv_bfloat16>) return __bfloat162float(x);
+    else return __half2float(x);
   };
   float s = 0.f;
 #pragma omp simd reduction(+ : s)

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -199,36 +200,12 @@ inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __ddiv_rn(double a, double b) { return a / b; }
 inline double __dsqrt_rn(double x) { return std::sqrt(x); }
-inline float __uint_as_float(unsigned u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline unsigned __float_as_uint(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float __int_as_float(int i) {
-  float f;
-  std::memcpy(&f, &i, 4);
-  return f;
-}
-inline int __float_as_int(float f) {
-  int i;
-  std::memcpy(&i, &f, 4);
-  return i;
-}
-inline long long __double_as_longlong(double d) {
-  long long i;
-  std::memcpy(&i, &d, 8);
-  return i;
-}
-inline double __longlong_as_double(long long i) {
-  double d;
-  std::memcpy(&d, &i, 8);
-  return d;
-}
+inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
+inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
+inline float __int_as_float(int i) { return std::bit_cast<float>(i); }
+inline int __float_as_int(float f) { return std::bit_cast<int>(f); }
+inline long long __double_as_longlong(double d) { return std::bit_cast<long long>(d); }
+inline double __longlong_as_double(long long i) { return std::bit_cast<double>(i); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(unsigned(x)); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
