@@ -142,6 +142,8 @@ TEST(EmulatorTest, GraphsReplayWhatWasCapturedWithItsArguments) {
   AddKernel<<<1, 4, 0, s>>>(x.data(), v);
   v = 100.f;  // the graph keeps the 2 it was captured with
   EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+  // The refusal is also the last error, which the next launch's check would report: read it.
+  EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureUnsupported);
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
   EXPECT_EQ(x.ToHost().value()[0], 0.f);  // captured, not run

@@ -319,7 +319,6 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
                               cudaMemcpyKind kind, cudaStream_t stream) {
   if (width > dpitch || width > spitch) return Fail(cudaErrorInvalidValue);
   if (height > 0) {
-    CheckCopy(dst, src, 0, kind, "cudaMemcpy2DAsync");
     const size_t span_d = dpitch * (height - 1) + width, span_s = spitch * (height - 1) + width;
     if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) CheckDevice(src, span_s, "cudaMemcpy2DAsync");
     if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) CheckDevice(dst, span_d, "cudaMemcpy2DAsync");

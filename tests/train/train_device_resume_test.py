@@ -3,8 +3,9 @@
 
     train_device_resume_test.py --gemmakit build/gemmakit [--keep DIR]
 
-Skipped (status 77) where `gemmakit devices` lists no CUDA device (CI, this project's CPU
-machines); scripts/device_check.sh runs it on the GPU machine.
+Skipped (status 77) where `gemmakit devices` lists no CUDA device; scripts/device_check.sh runs
+it on the GPU machine, and make test with the CUDA emulator's gemmakit_emulated
+(emulated_train_device_resume, docs/CUDA_EMULATOR.md).
 
 One recipe (tiny random Gemma 4, short CodeV-R1-style rows, rank 4, dropout 0.05, shuffling
 on, micro-batch 1 x accumulation 2, 6 steps, a checkpoint every 3, train.precision f32), four

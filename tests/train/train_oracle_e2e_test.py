@@ -110,8 +110,8 @@ def prepare(gk, work, model, rows_jsonl, loss_mode):
 
 def gemmakit_run(gk, work, model, ds, init_dir, loss_mode, precision, tag, extra_args=None):
     """One `gemmakit train` of the comparison's recipe. extra_args: more train flags; None takes
-    them from GEMMAKIT_TRAIN_EXTRA_ARGS (scripts/device_check.sh: --device cuda, the GPU trainer
-    against the same oracle)."""
+    them from GEMMAKIT_TRAIN_EXTRA_ARGS (--device cuda, the GPU trainer against the same oracle:
+    scripts/device_check.sh on the GPU, emulated_train_oracle_e2e on the CUDA emulator)."""
     out = os.path.join(work, f"run-{tag}")
     recipe = write_recipe(os.path.join(work, f"recipe-{tag}.toml"), {
         "model": model, "out": out, "seed": 3,

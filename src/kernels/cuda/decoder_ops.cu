@@ -132,11 +132,17 @@ __global__ void EmbedKernel(const void* table, int64_t rows, int64_t D, const in
   }
 }
 
-__global__ void SplitToBf16Kernel(const float* x, int64_t n, uint16_t* hi, uint16_t* lo) {
+// Each remainder is exact in f32; with lo2, hi + lo + lo2 == x exactly (each term takes at
+// least 8 of the 24 significant bits).
+__global__ void SplitToBf16Kernel(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, uint16_t* lo2) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
     hi[i] = __bfloat16_as_ushort(h);
-    if (lo) lo[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i] - __bfloat162float(h)));
+    if (!lo) continue;
+    const float r = x[i] - __bfloat162float(h);
+    const __nv_bfloat16 l = __float2bfloat16_rn(r);
+    lo[i] = __bfloat16_as_ushort(l);
+    if (lo2) lo2[i] = __bfloat16_as_ushort(__float2bfloat16_rn(r - __bfloat162float(l)));
   }
 }
 
@@ -219,9 +225,9 @@ Status EmbedRows(const void* table, DType dtype, int64_t rows, int64_t D, const 
   return CheckLaunch("EmbedKernel");
 }
 
-Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, cudaStream_t stream) {
+Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, uint16_t* lo2, cudaStream_t stream) {
   if (n == 0) return Status::Ok();
-  SplitToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, hi, lo);
+  SplitToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, hi, lo, lo2);
   return CheckLaunch("SplitToBf16Kernel");
 }
 

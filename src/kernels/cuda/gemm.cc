@@ -107,12 +107,21 @@ GemmRunner::~GemmRunner() {
   if (handle_) (*OpenCublasLt())->destroy(static_cast<cublasLtHandle_t>(handle_));
 }
 
-Status GemmRunner::Ensure(size_t elements) {
-  if (hi_.size() >= elements) return Status::Ok();
-  GK_ASSIGN_OR_RETURN(hi_, DeviceBuffer<uint16_t>::Allocate(elements));
-  GK_ASSIGN_OR_RETURN(lo_, DeviceBuffer<uint16_t>::Allocate(elements));
-  ++staging_moves_;
+Status GemmRunner::Ensure(size_t elements, int terms) {
+  for (int i = 0; i < terms; ++i) {
+    if (staging_[size_t(i)].size() >= elements) continue;
+    GK_ASSIGN_OR_RETURN(staging_[size_t(i)], DeviceBuffer<uint16_t>::Allocate(elements));
+    ++staging_moves_;
+  }
   return Status::Ok();
+}
+
+Result<int> GemmRunner::Stage(const float* x, size_t n) {
+  const int terms = ActiveBf16Activations() != Bf16Activations::kSplit ? 1 : exact_split_ ? 3 : 2;
+  GK_RETURN_IF_ERROR(Ensure(n, terms));
+  GK_RETURN_IF_ERROR(SplitToBf16(x, int64_t(n), staging_[0].data(), terms > 1 ? staging_[1].data() : nullptr,
+                                 terms > 2 ? staging_[2].data() : nullptr, stream_));
+  return terms;
 }
 
 // A weight product as a batch of one: y (T × rows) = x (T × cols) · Wᵀ.
@@ -217,12 +226,8 @@ Status GemmRunner::Run(const DeviceMatrix& w, const float* x, int64_t T, float* 
   const float beta0 = accumulate ? 1.f : 0.f;
   if (w.dtype == DType::kF32) return RunPrepared(w, x, T, y, beta0);
   if (w.dtype != DType::kBF16) return Status::Error(StrCat("the GPU runs bf16 or f32 weights, not ", DTypeName(w.dtype)));
-  const bool split = ActiveBf16Activations() == Bf16Activations::kSplit;
-  const size_t n = size_t(T * w.cols);
-  GK_RETURN_IF_ERROR(Ensure(n));
-  GK_RETURN_IF_ERROR(SplitToBf16(x, int64_t(n), hi_.data(), split ? lo_.data() : nullptr, stream_));
-  GK_RETURN_IF_ERROR(RunPrepared(w, hi_.data(), T, y, beta0));
-  if (split) GK_RETURN_IF_ERROR(RunPrepared(w, lo_.data(), T, y, 1.f));
+  GK_ASSIGN_OR_RETURN(const int terms, Stage(x, size_t(T * w.cols)));
+  for (int i = 0; i < terms; ++i) GK_RETURN_IF_ERROR(RunPrepared(w, staging_[size_t(i)].data(), T, y, i ? 1.f : beta0));
   return Status::Ok();
 }
 
@@ -248,16 +253,13 @@ Status GemmRunner::RunInputGrad(const DeviceMatrix& w, const float* dy, int64_t 
     p.x = dy;
     return RunBatched(p);
   }
-  const bool split = ActiveBf16Activations() == Bf16Activations::kSplit;
-  const size_t n = size_t(T * w.rows);
-  GK_RETURN_IF_ERROR(Ensure(n));
-  GK_RETURN_IF_ERROR(SplitToBf16(dy, int64_t(n), hi_.data(), split ? lo_.data() : nullptr, stream_));
-  p.x = hi_.data();
-  GK_RETURN_IF_ERROR(RunBatched(p));
-  if (!split) return Status::Ok();
-  p.x = lo_.data();
-  p.beta = 1.f;
-  return RunBatched(p);
+  GK_ASSIGN_OR_RETURN(const int terms, Stage(dy, size_t(T * w.rows)));
+  for (int i = 0; i < terms; ++i) {
+    p.x = staging_[size_t(i)].data();
+    if (i) p.beta = 1.f;
+    GK_RETURN_IF_ERROR(RunBatched(p));
+  }
+  return Status::Ok();
 }
 
 }  // namespace gk::cuda

@@ -2,7 +2,8 @@
 // of kernels/matmul.h. W is row-major (PyTorch's (out, in)), bf16 or f32; y is f32.
 //   bf16 W: x goes in as bf16 (rounded once, as vLLM's bf16 models compute), or, in the split
 //           mode of kernels/matmul.h (Bf16Activations::kSplit), as hi + lo, two bf16 products
-//           summed: f32-accurate activations, what the oracle tolerances need. f32 accumulation.
+//           summed (x to ~2^-17, as the CPU's split computes), or, with set_exact_split, as three
+//           (x exactly: an f32 product up to the order of its sums). f32 accumulation.
 //   f32 W:  f32 throughout, TF32 off (CUBLAS_COMPUTE_32F), so f32 models stay f32-exact.
 // libcublasLt is opened at run time (dlopen), the first time a GemmRunner is made: the binary
 // starts on machines without it, and only the CUDA runner needs the 500 MB library.
@@ -74,6 +75,11 @@ class GemmRunner {
   // Counts the times the bf16 staging buffers moved (grew): a CUDA graph that captured products
   // of bf16 weights reads them, and is stale once this changes.
   uint64_t staging_moves() const { return staging_moves_; }
+  // The split mode in three bf16 terms instead of two (1.5× its products): f32-exact products
+  // against bf16 weights, which the trainer's f32 precision promises (TrainingModel widens the
+  // weights). Two terms leave ~2^-17 of each activation, which the toy models amplify to ~1e-4
+  // of a gradient tensor; inference keeps two, as the CPU does.
+  void set_exact_split(bool on) { exact_split_ = on; }
 
  private:
   GemmRunner() = default;
@@ -82,13 +88,17 @@ class GemmRunner {
   Result<const Algo*> FindAlgo(const BatchedProduct& p);
   Result<const Algo*> FindAlgo(const DeviceMatrix& w, int64_t T);
   Status Matmul(const Algo& a, const BatchedProduct& p, float beta);
-  Status Ensure(size_t elements);
+  // Staging for `terms` bf16 copies of `elements` activations.
+  Status Ensure(size_t elements, int terms);
+  // Converts x (n floats) into the staging buffers: 1 term in the round mode, 2 or 3 in split.
+  Result<int> Stage(const float* x, size_t n);
 
   cudaStream_t stream_ = nullptr;
   void* handle_ = nullptr;  // cublasLtHandle_t
   DeviceBuffer<std::byte> workspace_;
-  DeviceBuffer<uint16_t> hi_, lo_;  // x as bf16 (and its remainder, split mode)
+  std::array<DeviceBuffer<uint16_t>, 3> staging_;  // x as bf16 (and its remainders, split mode)
   uint64_t staging_moves_ = 0;
+  bool exact_split_ = false;
   // Keyed by (dtype, M, N, K, ldx, ldw, ldy, stride_x, stride_w, stride_y, batch, x_trans, w_trans).
   std::map<std::array<int64_t, 13>, std::unique_ptr<Algo>> algos_;
 };
@@ -109,7 +119,8 @@ inline Status F32Product(GemmRunner& gemm, int64_t M, int64_t N, int64_t K, cons
 }
 
 // x (n floats) as bf16 rounded to nearest even (hi), and optionally the remainder x - hi as
-// bf16 (lo): kernels/matmul.cc's ToBf16Pairs on the GPU.
-Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, cudaStream_t stream);
+// bf16 (lo): kernels/matmul.cc's ToBf16Pairs on the GPU; with lo2 (needs lo) also what lo
+// leaves, so that hi + lo + lo2 == x exactly.
+Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, uint16_t* lo2, cudaStream_t stream);
 
 }  // namespace gk::cuda

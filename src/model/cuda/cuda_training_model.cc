@@ -707,6 +707,9 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelCo
   GK_RETURN_IF_ERROR(m.Allocate().Wrap(StrCat("training buffers for ", m.opt.max_tokens, " tokens on cuda:", options.device)));
   GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(m.stream), "setting up the training buffers"));
   GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
+  // f32 precision (and the router in either) promises f32 products, as TrainingModel's widened
+  // weights give: the split in three exact terms (two leave ~2^-17 per activation).
+  m.gemm->set_exact_split(true);
   std::unique_ptr<CudaTrainingModel> model(new CudaTrainingModel(std::move(impl)));
   GK_RETURN_IF_ERROR(model->UploadFactors());
   return model;

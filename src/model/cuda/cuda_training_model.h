@@ -29,7 +29,8 @@ namespace gk {
 struct CudaTrainingOptions {
   int device = 0;
   int64_t max_tokens = 4096;  // tokens per micro-batch the buffers are sized for
-  // kF32: the products in f32 (bf16 weights with split activations, f32-accurate); kBf16: bf16
+  // kF32: the products in f32 (bf16 weights take the activations as three exact bf16 terms:
+  // GemmRunner::set_exact_split); kBf16: bf16
   // weights take bf16-rounded activations, with f32 accumulation (TrainingModel's bf16
   // precision). Attention, the LoRA products, norms and the loss stay f32 in both, as on the CPU.
   TrainPrecision precision = TrainPrecision::kF32;
