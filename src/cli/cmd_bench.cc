@@ -117,6 +117,15 @@ int RunBench(int argc, char** argv) {
     if (device->kind == DeviceKind::kCuda) {
       if (Status st = CheckDeviceAvailable(*device); !st.ok()) return Fail(st);
       if (to.model_dir.empty() == train_preset.empty()) return Fail("bench train --device cuda needs --model DIR or --preset NAME");
+      // What the GPU trainer does not run is refused, not ignored (it runs LoRA on all seven
+      // projections with remat, in one process: the layout `plan --train` estimates).
+      for (const auto& [given, what] : {std::pair{to.full, "--full (full fine-tuning)"},
+                                        std::pair{to.compare_remat, "--compare-remat (the GPU always recomputes)"},
+                                        std::pair{compare_torch, "--compare-torch"},
+                                        std::pair{to.tp > 1, "--tp"},
+                                        std::pair{bool(train->count("--targets")), "--targets (the GPU trains all seven projections)"}}) {
+        if (given) return Fail(StrCat("bench train --device cuda: ", what, " runs on the CPU only"));
+      }
 #ifdef GK_HAVE_CUDA
       GpuTrainBenchOptions g;
       g.model_dir = to.model_dir;

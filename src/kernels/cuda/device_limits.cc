@@ -1,6 +1,7 @@
 #include "kernels/cuda/device_limits.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/fill_random.h"
@@ -35,6 +36,10 @@ Result<double> BestSeconds(cudaStream_t stream, int reps, Fn fn) {
 }  // namespace
 
 Result<DeviceLimits> MeasureDeviceLimits() {
+  // GEMMAKIT_DEVICE_LIMITS_QUICK=1: a 64 MiB copy and a 512³ product, for the CUDA emulator
+  // (docs/CUDA_EMULATOR.md), which runs the code but would take hours over the real sizes.
+  const char* quick_env = std::getenv("GEMMAKIT_DEVICE_LIMITS_QUICK");
+  const bool quick = quick_env && *quick_env && *quick_env != '0';
   DeviceLimits d;
   cudaStream_t stream = nullptr;
   GK_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
@@ -43,7 +48,7 @@ Result<DeviceLimits> MeasureDeviceLimits() {
     ~StreamGuard() { cudaStreamDestroy(s); }
   } guard{stream};
   {
-    const size_t bytes = size_t(2) << 30;
+    const size_t bytes = quick ? size_t(64) << 20 : size_t(2) << 30;
     GK_ASSIGN_OR_RETURN(auto a, DeviceBuffer<std::byte>::Allocate(bytes));
     GK_ASSIGN_OR_RETURN(auto b, DeviceBuffer<std::byte>::Allocate(bytes));
     GK_RETURN_IF_ERROR(FillRandom(a.data(), DType::kF32, int64_t(bytes / 4), 1.f, 1, stream));
@@ -54,7 +59,7 @@ Result<DeviceLimits> MeasureDeviceLimits() {
     d.copy_bytes_per_s = 2.0 * double(bytes) / s;
   }
   {
-    const int64_t n = 8192;
+    const int64_t n = quick ? 512 : 8192;
     GK_ASSIGN_OR_RETURN(auto w, DeviceBuffer<uint16_t>::Allocate(size_t(n * n)));
     GK_ASSIGN_OR_RETURN(auto x, DeviceBuffer<uint16_t>::Allocate(size_t(n * n)));
     GK_ASSIGN_OR_RETURN(auto y, DeviceBuffer<float>::Allocate(size_t(n * n)));

@@ -15,6 +15,7 @@ struct DeviceLimits {
 };
 
 // On the current device; takes about a second. Errors: CUDA's, cuBLASLt missing.
+// GEMMAKIT_DEVICE_LIMITS_QUICK=1 measures tiny sizes instead (the CUDA emulator's runs).
 Result<DeviceLimits> MeasureDeviceLimits();
 
 }  // namespace gk::cuda

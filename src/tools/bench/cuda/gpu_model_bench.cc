@@ -166,6 +166,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
   const CudaGraphStats graphs = model->graph_stats();
   r["cuda_graphs"] = o.cuda_graphs;
   r["graphs_captured"] = graphs.captured;
+  r["moe"] = c.enable_moe_block;
   r["graph_replays"] = graphs.replayed;
   return r;
 }
@@ -197,7 +198,9 @@ std::string FormatGpuModelBench(const nlohmann::json& r) {
                   r["burst_output_tok_s"].get<double>());
     out += buf;
   }
-  if (r["cuda_graphs"].get<bool>()) {
+  if (r["cuda_graphs"].get<bool>() && r["graphs_captured"].get<int64_t>() == 0 && r["moe"].get<bool>()) {
+    out += "graphs   none: MoE decode steps route on the host between kernels, and run eagerly\n";
+  } else if (r["cuda_graphs"].get<bool>()) {
     out += "graphs   decode steps as CUDA graphs: " + std::to_string(r["graphs_captured"].get<int64_t>()) + " captured, " +
            std::to_string(r["graph_replays"].get<int64_t>()) + " steps replayed\n";
   } else {
