@@ -126,7 +126,7 @@ run)
     cp "$d/run/training_run.json" "$logs/train_tiny_cuda_run.json"
   }
   # A short real run of the 31B shape: a checkpoint of its first 6 layers (5 sliding, 1 global:
-  # both head dims; the disk cannot hold all 60), synth-verilog rows packed to 3,072 tokens, the
+  # both head dims; the disk cannot hold all 60), synth-verilog rows (one per micro-batch), the
   # reference recipe for 3 steps; then the report's training table of it beside the tiny run.
   train_31b() {
     local d="$dir/train-31b"

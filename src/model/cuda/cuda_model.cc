@@ -24,6 +24,7 @@
 #include "model/cuda/device_weights.h"
 #include "model/decoder_constants.h"
 #include "model/lora_weights.h"
+#include "util/format_bytes.h"
 
 namespace gk {
 namespace {
@@ -32,7 +33,6 @@ using cuda::Check;
 using cuda::DeviceBuffer;
 using cuda::DeviceMatrix;
 
-double GiB(uint64_t bytes) { return double(bytes) / double(uint64_t(1) << 30); }
 
 // A paged pool's bytes in device memory, zeroed.
 class DeviceKvStorage final : public KvStorage {
@@ -44,8 +44,8 @@ class DeviceKvStorage final : public KvStorage {
       cudaGetLastError();
       size_t free_bytes = 0, total = 0;
       cudaMemGetInfo(&free_bytes, &total);
-      return Status::Error(StrCat("cannot allocate ", GiB(bytes), " GiB of GPU memory for the KV cache (cuda:", device,
-                                  " has ", GiB(free_bytes), " GiB free); lower --kv-cache-memory or --max-num-seqs"));
+      return Status::Error(StrCat("cannot allocate ", GiBText(double(bytes)), " of GPU memory for the KV cache (cuda:", device,
+                                  " has ", GiBText(double(free_bytes)), " free); lower --kv-cache-memory or --max-num-seqs"));
     }
     s->size_ = bytes;
     GK_RETURN_IF_ERROR(Check(cudaMemset(s->data_, 0, std::max<size_t>(bytes, 1)), "cudaMemset of the KV cache"));

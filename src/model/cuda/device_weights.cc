@@ -5,6 +5,7 @@
 #include "kernels/cuda/decoder_ops.h"
 #include "kernels/cuda/fill_random.h"
 #include "kernels/cuda/row_ops.h"
+#include "util/format_bytes.h"
 
 namespace gk {
 namespace {
@@ -16,7 +17,6 @@ using cuda::DeviceMatrix;
 constexpr uint64_t kAlign = 256;
 uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-double GiB(uint64_t bytes) { return double(bytes) / double(uint64_t(1) << 30); }
 
 }  // namespace
 
@@ -71,12 +71,12 @@ Result<DeviceWeights> UploadWeights(const ModelConfig& c, const ModelWeights& w,
   size_t free_bytes = 0, total_bytes = 0;
   GK_RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   if (total > free_bytes) {
-    return Status::Error(StrCat("the model's weights need ", GiB(total), " GiB of GPU memory; ", device_name, " has ",
-                                GiB(free_bytes), " GiB free of ", GiB(total_bytes), " GiB"));
+    return Status::Error(StrCat("the model's weights need ", GiBText(double(total)), " of GPU memory; ", device_name,
+                                " has ", GiBText(double(free_bytes)), " free of ", GiBText(double(total_bytes))));
   }
   auto arena_or = DeviceBuffer<std::byte>::Allocate(size_t(total));
   if (!arena_or.ok()) {
-    return Status::Error(StrCat("cannot allocate ", GiB(total), " GiB of GPU memory for the weights on ", device_name,
+    return Status::Error(StrCat("cannot allocate ", GiBText(double(total)), " of GPU memory for the weights on ", device_name,
                                 ": ", arena_or.message()));
   }
   out.arena = std::move(*arena_or);

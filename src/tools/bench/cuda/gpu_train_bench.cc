@@ -15,6 +15,7 @@
 #include "model/weights.h"
 #include "tools/bench/train_bench.h"
 #include "util/clock.h"
+#include "util/format_bytes.h"
 
 namespace gk {
 namespace {
@@ -47,8 +48,8 @@ Result<nlohmann::json> RunGpuTrainBench(const GpuTrainBenchOptions& o) {
   size_t free_bytes = 0, total_bytes = 0;
   GK_RETURN_IF_ERROR(cuda::Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   if (plan.total > double(free_bytes)) {
-    return Status::Error(StrCat("the run needs about ", GiB(plan.total), " GiB of GPU memory (gemmakit plan's estimate); cuda:",
-                                o.device, " has ", GiB(double(free_bytes)), " GiB free of ", GiB(double(total_bytes))));
+    return Status::Error(StrCat("the run needs about ", GiBText(plan.total), " of GPU memory (gemmakit plan's estimate); cuda:",
+                                o.device, " has ", GiBText(double(free_bytes)), " free of ", GiBText(double(total_bytes))));
   }
   CudaTrainingOptions to;
   to.device = o.device;
