@@ -170,6 +170,8 @@ run)
   step bench_train_e4b 60 "$gk" bench train --device cuda --preset e4b --seq-len 3072 --rank 64 --steps 2
   step train_tiny_cuda 90 train_tiny
   step train_31b_cuda 150 train_31b
+  # The GPU engine's logits against the PyTorch reference (every oracle case, f32 and bf16).
+  step oracle_logits_cuda 90 python3 tests/oracle/check_logits.py --gemmakit "$gk" --device cuda --dtype both
   # The GPU trainer step for step against the PyTorch oracle (tests/oracle/train_ref.py, on the
   # machine's python3 with torch): losses, gradient norms, the final adapters.
   step train_oracle_cuda 120 env GEMMAKIT_TOKENIZER_DIR="$tok" GEMMAKIT_TRAIN_EXTRA_ARGS="--device cuda" \

@@ -86,15 +86,18 @@ def pick_tokens(model, case, T=SEQ_LEN, seed=0):
     return best
 
 
-def run_engine(binary, ckpt, tokens, chunk, workdir, timeout, activations="split"):
+def run_engine(binary, ckpt, tokens, chunk, workdir, timeout, activations="split", device="cpu"):
     """Runs the binary; returns dict(status=OK|UNSUPPORTED|ERROR, msg, logits, json).
     activations: --bf16-activations (split, f32-accurate, is what the bounds here are for; the
-    CLI's default for bf16 checkpoints is round)."""
+    CLI's default for bf16 checkpoints is round). device: logprobs' --device (cuda: the GPU
+    engine against the same reference)."""
     out_npy = os.path.join(workdir, f"engine_chunk{chunk}.npy")
     if os.path.exists(out_npy):
         os.remove(out_npy)
     cmd = [binary, "logprobs", "--model", ckpt, "--tokens", ",".join(map(str, tokens)),
            "--json", "--dump-logits", out_npy, "--chunk", str(chunk), "--bf16-activations", activations]
+    if device != "cpu":
+        cmd += ["--device", device]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -221,7 +224,7 @@ def run_cases(args):
                     failed |= not ok
                     continue
                 for chunk in args.chunks:
-                    eng = run_engine(binary, ck, tokens, chunk, ck, args.timeout, args.bf16_activations)
+                    eng = run_engine(binary, ck, tokens, chunk, ck, args.timeout, args.bf16_activations, args.device)
                     if eng["status"] == "UNSUPPORTED":
                         st = "UNSUPPORTED(allowed)" if case in allow else "FAILED(unsupported)"
                         failed |= case not in allow
@@ -482,6 +485,7 @@ def main():
                     help="oracle self-checks, no binary (part: reference | driver | all)")
     ap.add_argument("--bf16-activations", choices=["split", "round"], default="split",
                     help="the engine's bf16 activation mode (the bounds are split's)")
+    ap.add_argument("--device", default="cpu", help="the engine's --device (cpu, cuda, cuda:N)")
     ap.add_argument("--seq-len", type=int, default=SEQ_LEN)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per binary run")
