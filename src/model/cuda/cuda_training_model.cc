@@ -22,6 +22,8 @@
 #include "model/cuda/cuda_model.h"
 #include "model/cuda/device_weights.h"
 #include "model/decoder_constants.h"
+#include "model/train/training_memory.h"
+#include "util/format_bytes.h"
 
 namespace gk {
 
@@ -690,6 +692,19 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelCo
   m.opt.max_tokens = std::max<int64_t>(2, options.max_tokens);
   m.adapter = adapter;
   GK_RETURN_IF_ERROR(Check(cudaSetDevice(options.device), "cudaSetDevice"));
+  {
+    // Refused before anything is allocated when gemmakit plan's estimate of the run exceeds what
+    // the device has free (a run that cannot fit stops here, not at step 1 or later).
+    const GpuLoraMemory plan = EstimateGpuLoraTraining(config, m.opt.max_tokens, adapter->rank(), /*remat=*/true,
+                                                       options.precision, adapter->ParameterCount());
+    size_t free_bytes = 0, total_bytes = 0;
+    GK_RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+    if (plan.total > double(free_bytes)) {
+      return Status::Error(StrCat("the run needs about ", GiBText(plan.total), " of GPU memory (gemmakit plan's estimate, ",
+                                  m.opt.max_tokens, " tokens per micro-batch); cuda:", options.device, " has ",
+                                  GiBText(double(free_bytes)), " free of ", GiBText(double(total_bytes))));
+    }
+  }
   GK_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
   m.embed_scale = ScaleInDtype(config.hidden_size, weights.checkpoint_dtype);
   if (config.hidden_size_per_layer_input > 0) {

@@ -162,6 +162,24 @@ TEST(CudaTrainingModel, GradientsMatchTheCpuTrainer) {
   Compare("tiny", DType::kF32, TrainPrecision::kF32, /*dropout=*/0.1);  // the same masks as the CPU's
 }
 
+// A run that cannot fit is refused before anything is allocated, with plan's estimate and the
+// device's free memory (2^30 tokens per micro-batch need terabytes on any GPU).
+TEST(CudaTrainingModel, RefusesARunThatDoesNotFit) {
+  SKIP_WITHOUT_GPU();
+  const ModelConfig c = ToyConfig("tiny", 7);
+  LoraOptions lo;
+  lo.rank = 4;
+  auto adapter = LoraAdapter::Create(c, "model.", lo);
+  ASSERT_TRUE(adapter.ok());
+  CudaTrainingOptions go;
+  go.max_tokens = int64_t(1) << 30;
+  auto gpu = CudaTrainingModel::CreateRandom(c, DType::kBF16, 1, &*adapter, go);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.message().find("of GPU memory (gemmakit plan's estimate, 1073741824 tokens per micro-batch); cuda:0 has "),
+            std::string::npos)
+      << gpu.message();
+}
+
 // (No GPU needed: the check runs before any device call.)
 TEST(CudaTrainingModel, RunsEveryVariantAndRefusesFullFineTuning) {
   for (const char* preset : {"tiny", "gemma3-270m", "tiny-e2b", "tiny-moe"}) {  // what GradientsMatchTheCpuTrainer runs

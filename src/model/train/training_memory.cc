@@ -89,12 +89,13 @@ int64_t LoraParameters(const ModelConfig& c, int rank) {
   return n;
 }
 
-GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int rank, bool remat) {
+GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int rank, bool remat,
+                                      TrainPrecision precision, int64_t trainable) {
   GpuLoraMemory m;
-  m.trainable = LoraParameters(c, rank);
+  m.trainable = trainable >= 0 ? trainable : LoraParameters(c, rank);
   const double p = double(m.trainable), T = double(tokens);
   m.items.push_back({"base weights (bf16)", 2.0 * double(c.ParameterCount()), "every tensor of the checkpoint"});
-  m.items.push_back({"LoRA factors (f32)", 4 * p, StrCat("rank ", rank, ", every projection")});
+  m.items.push_back({"LoRA factors (f32)", 4 * p, StrCat("rank ", rank, trainable >= 0 ? ", the adapter's projections" : ", every projection")});
   m.items.push_back({"LoRA gradients (f32)", 4 * p, "accumulated over the micro-batches (AdamW's moments: host)"});
   m.items.push_back({StrCat("activations (f32", remat ? ", remat per layer)" : ", no remat)"),
                      double(TrainingActivationBytes(c, {tokens, rank, remat, 4})), StrCat("T = ", tokens, " tokens")});
@@ -140,8 +141,13 @@ GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int 
   for (int l = 0; l < c.num_layers; ++l) {
     widest = std::max<int64_t>({widest, c.MlpWidth(l), int64_t(c.num_heads) * c.HeadDim(l)});
   }
-  m.items.push_back({"cuBLASLt workspace and bf16 staging", double(32 << 20) + 2 * 2 * T * double(widest),
-                     "inputs as bf16 hi + lo"});
+  // GemmRunner's staging: the widest input as bf16, once (bf16 precision) or as three exact terms
+  // (f32); MoE's router takes its input (T × D) as three terms in either precision.
+  const bool f32 = precision == TrainPrecision::kF32;
+  double staging = 2 * T * double(widest) * (f32 ? 3 : 1);
+  if (!f32 && c.enable_moe_block) staging += 2 * 2 * T * double(c.hidden_size);
+  m.items.push_back({"cuBLASLt workspace and bf16 staging", double(32 << 20) + staging,
+                     f32 ? "inputs as three exact bf16 terms (f32 precision)" : "inputs as bf16"});
   for (const MemoryItem& i : m.items) m.total += i.bytes;
   return m;
 }
