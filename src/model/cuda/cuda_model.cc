@@ -33,7 +33,6 @@ using cuda::Check;
 using cuda::DeviceBuffer;
 using cuda::DeviceMatrix;
 
-
 // A paged pool's bytes in device memory, zeroed.
 class DeviceKvStorage final : public KvStorage {
  public:

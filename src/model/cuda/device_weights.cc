@@ -17,7 +17,6 @@ using cuda::DeviceMatrix;
 constexpr uint64_t kAlign = 256;
 uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-
 }  // namespace
 
 Result<DeviceWeights> UploadWeights(const ModelConfig& c, const ModelWeights& w, uint64_t random_seed,

@@ -95,7 +95,8 @@ GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int 
   m.trainable = trainable >= 0 ? trainable : LoraParameters(c, rank);
   const double p = double(m.trainable), T = double(tokens);
   m.items.push_back({"base weights (bf16)", 2.0 * double(c.ParameterCount()), "every tensor of the checkpoint"});
-  m.items.push_back({"LoRA factors (f32)", 4 * p, StrCat("rank ", rank, trainable >= 0 ? ", the adapter's projections" : ", every projection")});
+  m.items.push_back({"LoRA factors (f32)", 4 * p,
+                     StrCat("rank ", rank, trainable >= 0 ? ", the adapter's projections" : ", every projection")});
   m.items.push_back({"LoRA gradients (f32)", 4 * p, "accumulated over the micro-batches (AdamW's moments: host)"});
   m.items.push_back({StrCat("activations (f32", remat ? ", remat per layer)" : ", no remat)"),
                      double(TrainingActivationBytes(c, {tokens, rank, remat, 4})), StrCat("T = ", tokens, " tokens")});
