@@ -186,7 +186,7 @@ run)
     python3 tests/serve/serve_lora_e2e_test.py --gemmakit "$gk"
   step bench_train_26b 60 "$gk" bench train --device cuda --preset 26b-a4b --seq-len 3072 --rank 64 --steps 2
   # The benchmark commands' own checks at toy size (ratios recomputed from the JSON, refusals).
-  step bench_device 60 env GEMMAKIT_TOKENIZER_DIR="$tok" python3 tests/bench/bench_device_test.py --gemmakit "$gk"
+  step bench_device 90 env GEMMAKIT_TOKENIZER_DIR="$tok" python3 tests/bench/bench_device_test.py --gemmakit "$gk"
   cp "$logs/summary.txt" "$out/"
   tar -C "$dir" -czf "$out/results.tar.gz" results
   cat "$logs/summary.txt"
