@@ -84,6 +84,14 @@ size_t Span(const Layout& l) {
   return (size_t(l.batch - 1) * size_t(l.stride) + one) * Bytes(l.type);
 }
 
+// A new opaque object of cuBLASLt's (a fixed-size byte block) holding `value`.
+template <class Opaque, class T>
+Opaque* NewOpaque(const T& value) {
+  auto* o = new Opaque{};
+  std::memcpy(o, &value, sizeof value);
+  return o;
+}
+
 template <class T>
 void Set(T& field, const void* buf, size_t size) {
   if (size == sizeof(T)) std::memcpy(&field, buf, sizeof(T));
@@ -156,12 +164,10 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
 size_t cublasLtGetVersion() { return CUBLAS_VERSION; }
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType_t scale) {
-  auto* o = new cublasLtMatmulDescOpaque_t{};
   Desc desc;
   desc.compute = compute;
   desc.scale = scale;
-  std::memcpy(o, &desc, sizeof desc);
-  *d = o;
+  *d = NewOpaque<cublasLtMatmulDescOpaque_t>(desc);
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
@@ -184,14 +190,12 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataTyp
                                           int64_t ld) {
   if (Bytes(type) == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (ld < int64_t(rows)) return CUBLAS_STATUS_INVALID_VALUE;  // column-major: ld covers a column
-  auto* o = new cublasLtMatrixLayoutOpaque_t{};
   Layout layout;
   layout.type = type;
   layout.rows = rows;
   layout.cols = cols;
   layout.ld = ld;
-  std::memcpy(o, &layout, sizeof layout);
-  *l = o;
+  *l = NewOpaque<cublasLtMatrixLayoutOpaque_t>(layout);
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
@@ -211,10 +215,7 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublas
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* p) {
-  auto* o = new cublasLtMatmulPreferenceOpaque_t{};
-  Pref pref;
-  std::memcpy(o, &pref, sizeof pref);
-  *p = o;
+  *p = NewOpaque<cublasLtMatmulPreferenceOpaque_t>(Pref{});
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {

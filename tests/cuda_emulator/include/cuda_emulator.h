@@ -119,37 +119,36 @@ using std::isnan;
 inline void __syncthreads() { ::gk_emu::SyncThreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::gk_emu::SyncWarp(mask); }
 
+namespace gk_emu {
+// Every shuffle: this lane's v offered, lane src's taken (the variants differ in src only).
+template <class T>
+T ShuffleFrom(unsigned mask, T v, int src) {
+  T out;
+  WarpExchange(mask, &v, src, &out, sizeof(T));
+  return out;
+}
+}  // namespace gk_emu
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   const int lane = ::gk_emu::LaneId();
-  T out;
-  ::gk_emu::WarpExchange(mask, &v, (lane / width) * width + (src % width), &out, sizeof(T));
-  return out;
+  return ::gk_emu::ShuffleFrom(mask, v, (lane / width) * width + (src % width));
 }
 template <class T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   const int lane = ::gk_emu::LaneId();
   int src = lane ^ lane_mask;
   if (src / width != lane / width) src = lane;  // beyond its segment a lane keeps its own value
-  T out;
-  ::gk_emu::WarpExchange(mask, &v, src, &out, sizeof(T));
-  return out;
+  return ::gk_emu::ShuffleFrom(mask, v, src);
 }
 template <class T>
 T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   const int lane = ::gk_emu::LaneId();
-  const int src = (lane % width) >= int(delta) ? lane - int(delta) : lane;
-  T out;
-  ::gk_emu::WarpExchange(mask, &v, src, &out, sizeof(T));
-  return out;
+  return ::gk_emu::ShuffleFrom(mask, v, (lane % width) >= int(delta) ? lane - int(delta) : lane);
 }
 template <class T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   const int lane = ::gk_emu::LaneId();
-  const int src = (lane % width) + int(delta) < width ? lane + int(delta) : lane;
-  T out;
-  ::gk_emu::WarpExchange(mask, &v, src, &out, sizeof(T));
-  return out;
+  return ::gk_emu::ShuffleFrom(mask, v, (lane % width) + int(delta) < width ? lane + int(delta) : lane);
 }
 
 // Atomics: the blocks run on one OS thread, but std::atomic_ref keeps them honest if that
