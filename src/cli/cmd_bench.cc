@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "cli/common.h"
 #include "dist/communicator.h"
@@ -188,7 +189,17 @@ int RunBench(int argc, char** argv) {
   engine.Apply();
   if (Status st = engine.CheckDevice(); !st.ok()) return Fail(st);
   if (o.model_dir.empty() && preset.empty()) return Fail("bench model needs --model DIR (or, with --device cuda, --preset NAME)");
-  if (engine.device != "cpu") {
+  if (num_layers > 0 && preset.empty()) return Fail("--num-layers takes a --preset's first layers; a --model runs whole");
+  // A flag the device's benchmark does not use is refused, not ignored.
+  const bool gpu = engine.device != "cpu";
+  for (const char* flag : gpu ? std::vector<const char*>{"--mmap", "--no-tp-baseline"}
+                              : std::vector<const char*>{"--prefill-attention", "--batch-prompt", "--gpu-memory-utilization",
+                                                         "--enforce-eager"}) {
+    if (model->count(flag) > 0) {
+      return Fail(StrCat("bench model: ", flag, gpu ? " runs on the CPU only" : " takes --device cuda"));
+    }
+  }
+  if (gpu) {
 #ifdef GK_HAVE_CUDA
     GpuModelBenchOptions g;
     g.model_dir = o.model_dir;

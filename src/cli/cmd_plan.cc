@@ -115,7 +115,8 @@ int PlanTraining(const PlanArgs& a, const ModelConfig& c, const cost::Machine& h
               GiB(mem.activations_remat).c_str());
   if (a.lora_rank > 0 && m.Size() == 1 && !hw.measured) {
     // gemmakit's own GPU trainer keeps f32 factors, gradients, moments and activations: its layout, not Tunix's.
-    const GpuLoraMemory g = EstimateGpuLoraTraining(c, a.seq_len * a.micro_batch, a.lora_rank, a.remat);
+    const GpuLoraMemory g =
+        EstimateGpuLoraTraining(c, {.tokens = a.seq_len * a.micro_batch, .rank = a.lora_rank, .remat = a.remat});
     std::printf("\ngemmakit's GPU trainer on one %s (LoRA rank %d, %.1f M trainable; docs/TRAIN.md \"On a GPU\": "
                 "the layout `train --device cuda` allocates):\n",
                 hw.chip.name.c_str(), a.lora_rank, double(g.trainable) / 1e6);

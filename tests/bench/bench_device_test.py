@@ -19,7 +19,7 @@ Checks (no timing thresholds):
   serve --device cuda --preset tiny with `bench serve`, greedy and sampled on the GPU: every
     request completes with its output length.
   Refusals, one line and exit 1: what the GPU trainer does not run (--full, --targets,
-    --compare-remat), a CPU-only weight format (--quantize), an unknown preset.
+    --compare-remat), a CPU-only weight format (--quantize) or flag (--mmap), an unknown preset.
 """
 
 import argparse
@@ -141,6 +141,7 @@ def refusals(gk):
                        (["bench", "train", "--device", "cuda", "--preset", "tiny", "--seq-len", "16", "--compare-remat"],
                         "--compare-remat"),
                        (["bench", "model", "--device", "cuda", "--preset", "tiny", "--quantize", "q8_0"], "--quantize"),
+                       (["bench", "model", "--device", "cuda", "--preset", "tiny", "--mmap"], "--mmap runs on the CPU only"),
                        (["bench", "model", "--device", "cuda", "--preset", "nope"], "unknown preset")):
         p = subprocess.run([gk] + args, capture_output=True, text=True, timeout=120)
         lines = p.stderr.strip().splitlines()

@@ -300,6 +300,10 @@ def bench_model_on_cuda(root, model):
     return ["bench", "model", "--model", model, "--device", "cuda"]
 
 
+def bench_model_gpu_flag_on_cpu(root, model):  # refused, not ignored
+    return ["bench", "model", "--model", model, "--prefill-attention", "flash"]
+
+
 def train_on_cuda(root, model):  # the device is checked before the recipe is read
     return ["train", "--config", os.path.join(root, "no-such-recipe.toml"), "--device", "cuda:7"]
 
@@ -325,6 +329,8 @@ CMD_CASES = [
     ("serve --device cuda without a usable GPU", serve_on_cuda, "--device cuda:0: "),
     ("bench model --device cuda without a usable GPU", bench_model_on_cuda, "--device cuda:0: "),
     ("train --device cuda:7 without a usable GPU", train_on_cuda, "--device cuda:7: "),
+    ("bench model --prefill-attention on the CPU", bench_model_gpu_flag_on_cpu,
+     "bench model: --prefill-attention takes --device cuda"),
 ]
 
 

@@ -695,8 +695,9 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelCo
   {
     // Refused before anything is allocated when gemmakit plan's estimate of the run exceeds what
     // the device has free (a run that cannot fit stops here, not at step 1 or later).
-    const GpuLoraMemory plan = EstimateGpuLoraTraining(config, m.opt.max_tokens, adapter->rank(), /*remat=*/true,
-                                                       options.precision, adapter->ParameterCount());
+    const GpuLoraMemory plan = EstimateGpuLoraTraining(
+        config, {.tokens = m.opt.max_tokens, .rank = adapter->rank(), .remat = true, .precision = options.precision,
+                 .trainable = adapter->ParameterCount(), .weight_bytes = int(DTypeSize(weights.embed.dtype))});
     size_t free_bytes = 0, total_bytes = 0;
     GK_RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
     if (plan.total > double(free_bytes)) {

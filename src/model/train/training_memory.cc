@@ -89,14 +89,17 @@ int64_t LoraParameters(const ModelConfig& c, int rank) {
   return n;
 }
 
-GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int rank, bool remat,
-                                      TrainPrecision precision, int64_t trainable) {
+GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, const GpuLoraRun& run) {
+  const int64_t tokens = run.tokens;
+  const int rank = run.rank;
+  const bool remat = run.remat;
   GpuLoraMemory m;
-  m.trainable = trainable >= 0 ? trainable : LoraParameters(c, rank);
+  m.trainable = run.trainable >= 0 ? run.trainable : LoraParameters(c, rank);
   const double p = double(m.trainable), T = double(tokens);
-  m.items.push_back({"base weights (bf16)", 2.0 * double(c.ParameterCount()), "every tensor of the checkpoint"});
+  m.items.push_back({run.weight_bytes == 4 ? "base weights (f32)" : "base weights (bf16)",
+                     double(run.weight_bytes) * double(c.ParameterCount()), "every tensor of the checkpoint"});
   m.items.push_back({"LoRA factors (f32)", 4 * p,
-                     StrCat("rank ", rank, trainable >= 0 ? ", the adapter's projections" : ", every projection")});
+                     StrCat("rank ", rank, run.trainable >= 0 ? ", the adapter's projections" : ", every projection")});
   m.items.push_back({"LoRA gradients (f32)", 4 * p, "accumulated over the micro-batches (AdamW's moments: host)"});
   m.items.push_back({StrCat("activations (f32", remat ? ", remat per layer)" : ", no remat)"),
                      double(TrainingActivationBytes(c, {tokens, rank, remat, 4})), StrCat("T = ", tokens, " tokens")});
@@ -144,7 +147,7 @@ GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int 
   }
   // GemmRunner's staging: the widest input as bf16, once (bf16 precision) or as three exact terms
   // (f32); MoE's router takes its input (T × D) as three terms in either precision.
-  const bool f32 = precision == TrainPrecision::kF32;
+  const bool f32 = run.precision == TrainPrecision::kF32;
   double staging = 2 * T * double(widest) * (f32 ? 3 : 1);
   if (!f32 && c.enable_moe_block) staging += 2 * 2 * T * double(c.hidden_size);
   m.items.push_back({"cuBLASLt workspace and bf16 staging", double(32 << 20) + staging,

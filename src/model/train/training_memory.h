@@ -59,18 +59,25 @@ struct FullFineTuneMemory {
 };
 FullFineTuneMemory EstimateFullFineTune(const ModelConfig& c, int weight_bytes, int64_t tokens, bool remat);
 
-// The GPU trainer's device memory for LoRA (docs/TRAIN.md, "On a GPU"): the base in bf16, the
-// factors and their gradients in f32 (AdamW's moments stay on the host), the f32 activations of a micro-batch of
-// `tokens`, the attention's workspace (kernels/attention_train_workspace.h, f32 operands in
-// either precision), the loss head's chunk of logits and cuBLASLt's workspace and staging (the
-// products' bf16 inputs: one copy in bf16 precision, three exact terms in f32). trainable: the
-// adapter's parameter count where it is known (its target modules), else every projection's at `rank`.
+// The GPU trainer's device memory for LoRA (docs/TRAIN.md, "On a GPU"): the base in the
+// checkpoint's dtype, the factors and their gradients in f32 (AdamW's moments stay on the host),
+// the f32 activations of a micro-batch of `tokens`, the attention's workspace
+// (kernels/attention_train_workspace.h, f32 operands in either precision), the loss head's chunk
+// of logits and cuBLASLt's workspace and staging (the products' bf16 inputs: one copy in bf16
+// precision, three exact terms in f32).
+struct GpuLoraRun {
+  int64_t tokens = 0;  // per micro-batch
+  int rank = 16;
+  bool remat = true;
+  TrainPrecision precision = TrainPrecision::kBf16;
+  int64_t trainable = -1;  // the adapter's parameter count where known (its target modules), else every projection's
+  int weight_bytes = 2;    // per base parameter on the device: 2 (bf16 checkpoint) or 4 (f32)
+};
 struct GpuLoraMemory {
   int64_t trainable = 0;
   std::vector<MemoryItem> items;
   double total = 0;
 };
-GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, int64_t tokens, int rank, bool remat,
-                                      TrainPrecision precision = TrainPrecision::kBf16, int64_t trainable = -1);
+GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, const GpuLoraRun& run);
 
 }  // namespace gk

@@ -90,12 +90,16 @@ TEST(TrainingMemory, LoraParametersAreTheAdaptersAndTheGpuEstimateAddsUp) {
     for (const LoraModule& m : a->modules()) n += int64_t(m.a.size() + m.b.size());
     EXPECT_EQ(LoraParameters(c, 6), n) << preset;
     EXPECT_EQ(a->ParameterCount(), n);
-    const GpuLoraMemory g = EstimateGpuLoraTraining(c, 300, 6, true);
+    const GpuLoraMemory g = EstimateGpuLoraTraining(c, {.tokens = 300, .rank = 6});
     EXPECT_EQ(g.trainable, n);
     double sum = 0;
     for (const MemoryItem& i : g.items) sum += i.bytes;
     EXPECT_DOUBLE_EQ(g.total, sum);
     EXPECT_GT(g.total, 8.0 * double(n) + 2.0 * double(c.ParameterCount()));
+    // An f32 checkpoint stays f32 on the device (model/cuda/device_weights.h): 2 B more per weight.
+    const GpuLoraMemory f32 = EstimateGpuLoraTraining(c, {.tokens = 300, .rank = 6, .weight_bytes = 4});
+    EXPECT_DOUBLE_EQ(f32.total - g.total, 2.0 * double(c.ParameterCount())) << preset;
+    EXPECT_EQ(f32.items[0].what, "base weights (f32)");
   }
 }
 

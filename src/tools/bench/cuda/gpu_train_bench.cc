@@ -44,8 +44,10 @@ Result<nlohmann::json> RunGpuTrainBench(const GpuTrainBenchOptions& o) {
   adapter.InitPeft(1);
   GK_RETURN_IF_ERROR(CheckCudaTrainingSupport(c, &adapter));
   // Printed beside the measured peak (CudaTrainingModel refuses a run above what the device has free).
-  const GpuLoraMemory plan = EstimateGpuLoraTraining(c, T, o.rank, true, bf16 ? TrainPrecision::kBf16 : TrainPrecision::kF32,
-                                                     adapter.ParameterCount());
+  const GpuLoraMemory plan = EstimateGpuLoraTraining(
+      c, {.tokens = T, .rank = o.rank, .remat = true, .precision = bf16 ? TrainPrecision::kBf16 : TrainPrecision::kF32,
+          .trainable = adapter.ParameterCount(),
+          .weight_bytes = o.preset.empty() ? int(DTypeSize(weights.embed.dtype)) : 2});
   CudaTrainingOptions to;
   to.device = o.device;
   to.max_tokens = T;
