@@ -19,7 +19,10 @@
 #                                               and the serving end-to-end test with --device
 #                                               cuda, and the 64-prompt burst through `serve
 #                                               --device cuda --preset 31b` and `bench serve`
-#                                               (greedy, then sampled on the GPU):
+#                                               (greedy, then sampled on the GPU), and last
+#                                               Nsight Compute profiles of the 31B shape's
+#                                               decode, prefill and training step, summed per
+#                                               kernel by scripts/ncu_summary.py:
 #                                               OUT_DIR ($OUT by default) gets summary.txt and
 #                                               results.tar.gz (every log and JSON); the summary
 #                                               and the figures are printed last.
@@ -144,7 +147,22 @@ run)
     [ -f "$dir/train-tiny/run/training_run.json" ] && runs=("$dir/train-tiny/run" "$d/run") labels="tiny (GPU),$labels"
     "$gk" report "${runs[@]}" --label "$labels" --out "$logs/report/training.html" && sed -n '/^## Training/,/^Cost =/p' "$logs/report/training.md"
   }
-  export -f serve_burst train_tiny train_31b
+  # Where the time goes, kernel by kernel, for a goal the figures above miss: Nsight Compute
+  # (ncu, on the GPU machine) profiles what the benchmark brackets with cudaProfilerStart/Stop
+  # (the model's kernels: not the ceilings, not the weights' fill) at the GPU's own clocks;
+  # scripts/ncu_summary.py sums each kernel's time, DRAM bytes and throughputs. The CSV is kept.
+  profile() {  # profile NAME GEMMAKIT_ARGS...
+    local name=$1 ncu
+    shift
+    ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+    [ -n "$ncu" ] || { echo "no ncu on this machine"; return 1; }
+    local common=(--profile-from-start off --clock-control none --csv --log-file "$logs/$name.csv")
+    # The DRAM byte counts if this ncu knows them by these names, else Speed Of Light alone.
+    "$ncu" "${common[@]}" --section SpeedOfLight --metrics dram__bytes_read.sum,dram__bytes_write.sum "$gk" "$@" ||
+      "$ncu" "${common[@]}" --section SpeedOfLight "$gk" "$@" || return 1
+    python3 scripts/ncu_summary.py "$logs/$name.csv" --json "$logs/$name.json"
+  }
+  export -f serve_burst train_tiny train_31b profile
   export gk tok logs dir
   step nvidia_smi 30 nvidia-smi
   step devices 30 "$gk" devices
@@ -187,6 +205,13 @@ run)
   step bench_train_26b 60 "$gk" bench train --device cuda --preset 26b-a4b --seq-len 3072 --rank 64 --steps 2
   # The benchmark commands' own checks at toy size (ratios recomputed from the JSON, refusals).
   step bench_device 90 env GEMMAKIT_TOKENIZER_DIR="$tok" python3 tests/bench/bench_device_test.py --gemmakit "$gk"
+  # Profiles (a later run's, DEVICE_CHECK_ONLY=profile_model_31b,profile_train_31b): the 31B
+  # shape's first 6 layers (5 sliding, 1 global): a 4,096-token prefill, 2 decode steps, the
+  # 64-sequence batch's prefill and 2 steps; then one training step of 3,072 tokens on 2 layers.
+  step profile_model_31b 150 profile profile_model_31b bench model --device cuda --preset 31b --num-layers 6 \
+    --prompt-len 4096 --gen-len 2 --batch 64 --repeats 1 --enforce-eager
+  step profile_train_31b 150 profile profile_train_31b bench train --device cuda --preset 31b --num-layers 2 \
+    --seq-len 3072 --rank 64 --steps 1
   cp "$logs/summary.txt" "$out/"
   tar -C "$dir" -czf "$out/results.tar.gz" results
   cat "$logs/summary.txt"

@@ -79,10 +79,12 @@ def bench_model(gk):
                         "--prompt-len", "8", "--gen-len", "2", "--batch", "0"], capture_output=True, text=True,
                        timeout=600)
     check(p.returncode == 0 and "MoE decode steps route on the host" in p.stdout, f"the MoE table: {p.stdout}{p.stderr}")
+    # The batch's prompts (default 128 tokens) longer than --prompt-len: one pass still holds one.
     r = run_json(gk, ["bench", "model", "--device", "cuda", "--preset", "tiny", "--num-layers", "2", "--repeats", "1",
-                      "--prompt-len", "8", "--gen-len", "2", "--batch", "0"])
+                      "--prompt-len", "8", "--gen-len", "2", "--batch", "2"])
     if r is not None:
         check(r["layers"] == 2, f"--num-layers 2 ran {r['layers']} layers")
+        check("batch_error" not in r and r["batch_prompt"] == 128, f"128-token batch prompts: {r.get('batch_error')}")
 
 
 def bench_train(gk):

@@ -1,5 +1,7 @@
 #include "tools/bench/cuda/gpu_model_bench.h"
 
+#include <cuda_profiler_api.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -82,7 +84,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
   GK_ASSIGN_OR_RETURN(const cuda::DeviceLimits limits, cuda::MeasureDeviceLimits());
   CudaModelOptions co;
   co.device = o.device;
-  co.max_chunk = std::max({o.prompt_len, o.batch, 1});
+  co.max_chunk = std::max({o.prompt_len, o.batch, o.batch_prompt, 1});  // one pass holds a batched prompt too
   co.gpu_memory_utilization = o.gpu_memory_utilization;
   co.cuda_graphs = o.cuda_graphs;
   if (o.flash_prefill) co.prefill_attention = CudaModelOptions::PrefillAttention::kFlash;
@@ -95,6 +97,9 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
     GK_ASSIGN_OR_RETURN(model, CudaModel::Load(o.model_dir, co));
   }
   const double load_s = NowSeconds() - t0;
+  // A profiler started with --profile-from-start off (ncu, nsys: scripts/device_check.sh's
+  // profile steps) sees the model's kernels from here on, not the ceilings' or the weights' fill.
+  cudaProfilerStart();
   const ModelConfig& c = model->config();
   const double bytes_per_token = double(model->decode_bytes_per_token());
   const double weights_per_token = bytes_per_token / 2.0;  // bf16
@@ -163,6 +168,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
       r["batch_error"] = batch_status.message();
     }
   }
+  cudaProfilerStop();
   const CudaGraphStats graphs = model->graph_stats();
   r["cuda_graphs"] = o.cuda_graphs;
   r["graphs_captured"] = graphs.captured;

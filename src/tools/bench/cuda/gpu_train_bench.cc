@@ -1,5 +1,6 @@
 #include "tools/bench/cuda/gpu_train_bench.h"
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -79,11 +80,16 @@ Result<nlohmann::json> RunGpuTrainBench(const GpuTrainBenchOptions& o) {
     GK_RETURN_IF_ERROR(model->GradientsToHost());  // the trainer's step around the host's optimizer
     GK_RETURN_IF_ERROR(model->FactorsChanged());
     const double e = NowSeconds();
-    if (s == 0) continue;
+    // A profiler started with --profile-from-start off (scripts/device_check.sh) sees the timed steps.
+    if (s == 0) {
+      cudaProfilerStart();
+      continue;
+    }
     step_s.push_back(e - a);
     sync_s.push_back(e - b);
     loss = st.loss_sum / double(std::max<int64_t>(1, st.targets));
   }
+  cudaProfilerStop();
   const double step = Median(step_s);
   // Useful FLOPs per step (CountTrainFlops: one row; rows rows of seq_len each).
   const TrainFlops f = CountTrainFlops(c, &adapter, o.seq_len, /*remat=*/true);
