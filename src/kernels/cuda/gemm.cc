@@ -193,6 +193,7 @@ Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const BatchedProduct& p) {
   }
   algo->algo = result.algo;
   const Algo* out = algo.get();
+  if (algos_.size() >= kMaxCachedShapes) algos_.clear();  // (no caller holds an Algo across calls)
   algos_.emplace(key, std::move(algo));
   return out;
 }

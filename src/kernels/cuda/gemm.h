@@ -80,6 +80,11 @@ class GemmRunner {
   // weights). Two terms leave ~2^-17 of each activation, which the toy models amplify to ~1e-4
   // of a gradient tensor; inference keeps two, as the CPU does.
   void set_exact_split(bool on) { exact_split_ = on; }
+  // The product shapes whose descriptors and algorithm are kept: at most kMaxCachedShapes, as a
+  // server meets a new T at every batch size and a new attention product at every context
+  // length; past it the cache starts again (each shape costs one heuristic query, ~10 µs).
+  static constexpr size_t kMaxCachedShapes = 4096;
+  size_t cached_shapes() const { return algos_.size(); }
 
  private:
   GemmRunner() = default;

@@ -204,5 +204,38 @@ TEST(CudaGemm, TransposedOperandsAndAccumulation) {
   }
 }
 
+// A server's products come in as many shapes as its batches have token counts: the runner keeps
+// at most kMaxCachedShapes of them, and a product after the cache started again is still right.
+TEST(CudaGemm, KeepsABoundedNumberOfShapes) {
+  SKIP_WITHOUT_GPU();
+  GemmOnStream g;
+  const Status made = g.Create();
+  ASSERT_TRUE(made.ok()) << made.message();
+  const int64_t K = 8, N = 4, shapes = int64_t(GemmRunner::kMaxCachedShapes) + 5;
+  std::vector<float> x(size_t(shapes * K)), w(size_t(N * K));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) - 3.f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 5) - 2.f;
+  auto dx = DeviceBuffer<float>::From(x);
+  auto dw = DeviceBuffer<float>::From(w);
+  auto dy = DeviceBuffer<float>::Allocate(size_t(shapes * N));
+  ASSERT_TRUE(dx.ok() && dw.ok() && dy.ok());
+  const DeviceMatrix m{DType::kF32, N, K, dw->data()};
+  for (int64_t T = 1; T <= shapes; ++T) {
+    Status st = g.gemm->Run(m, dx->data(), T, dy->data());
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_LE(g.gemm->cached_shapes(), GemmRunner::kMaxCachedShapes) << "T " << T;
+  }
+  EXPECT_EQ(g.gemm->cached_shapes(), 5u);  // started again at the limit's next shape
+  ASSERT_EQ(cudaStreamSynchronize(g.stream), cudaSuccess);
+  const std::vector<float> y = *dy->ToHost();
+  for (int64_t t = 0; t < shapes; ++t) {  // the last product (T = shapes) wrote every row
+    for (int64_t n = 0; n < N; ++n) {
+      float want = 0;
+      for (int64_t k = 0; k < K; ++k) want += x[size_t(t * K + k)] * w[size_t(n * K + k)];
+      ASSERT_EQ(y[size_t(t * N + n)], want) << t << "," << n;  // small integers: exact
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gk::cuda
