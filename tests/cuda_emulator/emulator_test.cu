@@ -69,6 +69,39 @@ TEST(EmulatorTest, ReducesAndScansAcrossWarpsAndBlocks) {
   for (int i = 0; i < 64; ++i) EXPECT_EQ(got[i], i % 32 + 1) << i;
 }
 
+// Shuffles back to back with values that differ at every one, in a block of 48 threads: the
+// whole first warp (the emulator alternates two banks of values for it) and the second warp's
+// 16 lanes under their mask (which wait again after reading). Each lane's sum is worked out on
+// the host.
+__global__ void BackToBackShufflesKernel(int* out) {
+  const int lane = int(threadIdx.x % 32), width = threadIdx.x < 32 ? 32 : 16;
+  const unsigned mask = width == 32 ? 0xffffffffu : 0x0000ffffu;
+  int acc = 0;
+  for (int r = 0; r < 5; ++r) {
+    acc += __shfl_sync(mask, lane + r * 100, (lane + r + 1) % width);
+    acc += __shfl_xor_sync(mask, lane * 3 + r, 1) * 1000;
+    acc += __shfl_down_sync(mask, lane * 7 + r, 2, width) * 100000;
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+TEST(EmulatorTest, BackToBackShufflesTakeEachShufflesValues) {
+  auto out = DeviceBuffer<int>::Allocate(2 * 48).value();
+  BackToBackShufflesKernel<<<2, 48>>>(out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<int> got = out.ToHost().value();
+  for (int i = 0; i < 2 * 48; ++i) {
+    const int lane = i % 48 % 32, width = i % 48 < 32 ? 32 : 16;
+    int want = 0;
+    for (int r = 0; r < 5; ++r) {
+      want += (lane + r + 1) % width + r * 100;
+      want += ((lane ^ 1) * 3 + r) * 1000;
+      want += ((lane + 2 < width ? lane + 2 : lane) * 7 + r) * 100000;
+    }
+    ASSERT_EQ(got[size_t(i)], want) << "thread " << i;
+  }
+}
+
 // Thread 0 reads what thread 1 writes; only the barrier makes it see the value.
 template <bool kSync>
 __global__ void NeighbourKernel(int* out) {

@@ -29,7 +29,8 @@ struct Warp {
   int arrived = 0;       // lanes waiting at the warp's barrier
   int expected = 0;      // lanes the barrier waits for (the mask's)
   unsigned mask = 0;
-  alignas(16) unsigned char slots[32][16];
+  // Shuffles' values, in two banks: whole-warp shuffles alternate between them (WarpExchange).
+  alignas(16) unsigned char slots[2][32][16];
 };
 
 struct Fiber {
@@ -37,6 +38,7 @@ struct Fiber {
   int linear = 0;
   enum State { kReady, kWaitingBlock, kWaitingWarp, kDone } state = kReady;
   void* sp = nullptr;
+  unsigned whole_warp_shuffles = 0;  // this lane's, which every lane of its warp counts alike
 };
 
 // One launch's run: its blocks one after another, on this OS thread's fiber stacks.
@@ -83,10 +85,24 @@ BlockRun& Run() {
 
 Fiber& Me(BlockRun& b) { return b.fibers[size_t(b.current)]; }
 
-// Back to the scheduler until this fiber is ready again.
-void Wait(BlockRun& b, Fiber& f) {
-  gk_emu_switch(&f.sp, b.scheduler_sp);
+// Saves the running fiber's context in *save and runs the next ready fiber in thread order, or
+// returns to the scheduler when none follows (which starts the next pass from thread 0): the
+// scheduler's order, at one switch per hand-over instead of two.
+void SwitchFrom(BlockRun& b, void** save) {
+  const int n = int(b.fibers.size());
+  for (int j = b.current + 1; j < n; ++j) {
+    Fiber& next = b.fibers[size_t(j)];
+    if (next.state != Fiber::kReady) continue;
+    b.current = j;
+    tls_coords = &next.coords;
+    gk_emu_switch(save, next.sp);
+    return;
+  }
+  gk_emu_switch(save, b.scheduler_sp);
 }
+
+// The other threads run until this fiber is ready again.
+void Wait(BlockRun& b, Fiber& f) { SwitchFrom(b, &f.sp); }
 
 void ReleaseBlockBarrier(BlockRun& b) {
   b.arrived = 0;
@@ -119,7 +135,7 @@ void FiberMain() {
     FailIn(b, "a lane exited while others of its warp wait for it at a warp barrier or shuffle");
   }
   if (b.arrived > 0 && b.arrived == b.live) ReleaseBlockBarrier(b);
-  gk_emu_switch(&f.sp, b.scheduler_sp);
+  SwitchFrom(b, &f.sp);
   std::abort();  // a finished fiber is never resumed
 }
 
@@ -179,11 +195,17 @@ void WarpExchange(unsigned mask, const void* mine, int src_lane, void* out, size
   Fiber& f = Me(b);
   if (bytes > 16) FailIn(b, "a shuffle of more than 16 bytes");
   Warp& w = b.warps[size_t(f.linear / 32)];
-  std::memcpy(w.slots[f.linear % 32], mine, bytes);
+  // A whole-warp shuffle writes the bank the one before it did not: the shuffle after next,
+  // which writes this bank again, waits for every lane at the next one, so all have read this
+  // one's values by then, and one barrier suffices. A shuffle of part of the warp uses the
+  // current bank and waits again after reading, as the lanes outside it may still read.
+  const bool whole = mask == 0xffffffffu;
+  unsigned char(&slots)[32][16] = w.slots[whole ? f.whole_warp_shuffles++ & 1u : f.whole_warp_shuffles & 1u];
+  std::memcpy(slots[f.linear % 32], mine, bytes);
   WarpBarrier(b, f, mask, "__shfl_*_sync");
   if (!(mask >> src_lane & 1u)) FailIn(b, "a shuffle reads a lane outside its mask");
-  std::memcpy(out, w.slots[src_lane], bytes);
-  WarpBarrier(b, f, mask, "__shfl_*_sync");  // every lane has read before the slots are reused
+  std::memcpy(out, slots[src_lane], bytes);
+  if (!whole) WarpBarrier(b, f, mask, "__shfl_*_sync");  // every lane has read before the slots are reused
 }
 
 int LaneId() {
@@ -235,7 +257,7 @@ void ExecuteKernel(const KernelCall& k) {
         std::memset(run.smem_ptr, 0xff, k.smem);
         run.live = threads;
         run.arrived = 0;
-        for (Warp& w : run.warps) w = Warp{};
+        for (Warp& w : run.warps) w.live = w.arrived = w.expected = 0, w.mask = 0;  // (the slots need no clearing)
         for (int i = 0; i < threads; ++i) {
           Fiber& f = run.fibers[size_t(i)];
           f.linear = i;
@@ -245,20 +267,21 @@ void ExecuteKernel(const KernelCall& k) {
           f.coords.block_dim = bd;
           f.coords.grid_dim = k.grid;
           f.sp = stacks[size_t(i)]->Prepare(&FiberMain);
+          f.whole_warp_shuffles = 0;
           run.warps[size_t(i / 32)].live++;
         }
         while (run.live > 0) {
-          bool ran = false;
-          for (int i = 0; i < threads; ++i) {
-            Fiber& f = run.fibers[size_t(i)];
-            if (f.state != Fiber::kReady) continue;
-            run.current = i;
-            tls_coords = &f.coords;
-            gk_emu_switch(&run.scheduler_sp, f.sp);
-            ran = true;
+          // A pass: the first ready thread, which hands over to the next ready one when it waits
+          // or exits (SwitchFrom), until the last hands back here.
+          int first = 0;
+          while (first < threads && run.fibers[size_t(first)].state != Fiber::kReady) ++first;
+          if (first < threads) {
+            run.current = first;
+            tls_coords = &run.fibers[size_t(first)].coords;
+            gk_emu_switch(&run.scheduler_sp, run.fibers[size_t(first)].sp);
           }
           run.current = -1;
-          if (!ran) {
+          if (first == threads) {
             int block_waiters = 0, warp_waiters = 0;
             for (const Fiber& f : run.fibers) {
               block_waiters += f.state == Fiber::kWaitingBlock;
