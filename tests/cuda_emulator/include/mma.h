@@ -86,19 +86,21 @@ void store_matrix_sync(T* p, const fragment<accumulator, 16, 16, 16, T>& f, unsi
   }
   ::gk_emu::SyncWarp(0xffffffffu);
 }
-// d = a·b + c, products exact and sums in f32 (as the tensor cores accumulate).
+// d = a·b + c, products exact and sums in f32 (as the tensor cores accumulate), each sum over k
+// in order. The operands are widened once, not per product: the 16-bit types' conversions are
+// function calls here, and every lane computes the whole tile.
 template <class T, class LA, class LB, class C>
 void mma_sync(fragment<accumulator, 16, 16, 16, C>& d, const fragment<matrix_a, 16, 16, 16, T, LA>& a,
               const fragment<matrix_b, 16, 16, 16, T, LB>& b, const fragment<accumulator, 16, 16, 16, C>& c) {
-  fragment<accumulator, 16, 16, 16, C> out;
+  float fa[256], fb[256], s[256];
+  for (int i = 0; i < 256; ++i) fa[i] = float(a.x[i]), fb[i] = float(b.x[i]), s[i] = float(c.x[i]);
   for (int i = 0; i < 16; ++i) {
-    for (int j = 0; j < 16; ++j) {
-      float s = float(c.x[i * 16 + j]);
-      for (int k = 0; k < 16; ++k) s += float(a.x[i * 16 + k]) * float(b.x[k * 16 + j]);
-      out.x[i * 16 + j] = C(s);
+    for (int k = 0; k < 16; ++k) {
+      const float aik = fa[i * 16 + k];
+      for (int j = 0; j < 16; ++j) s[i * 16 + j] += aik * fb[k * 16 + j];
     }
   }
-  d = out;
+  for (int i = 0; i < 256; ++i) d.x[i] = C(s[i]);
 }
 
 }  // namespace nvcuda::wmma
