@@ -26,20 +26,15 @@ import argparse
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-FAILURES = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what)
-    return cond
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
+from serve_harness import ServeProcess  # noqa: E402
+from train_common import check, finish, has_cuda_device  # noqa: E402
 
 
 def close(a, b, rel=1e-9):
@@ -104,22 +99,14 @@ def bench_train(gk):
         check(r["precision"] == ("f32" if "f32" in extra else "bf16"), f"{preset}: precision {r['precision']}")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve_burst(gk, tokenizer, work):
-    port = free_port()
-    log = open(os.path.join(work, "serve.log"), "w")
-    server = subprocess.Popen([gk, "serve", "--device", "cuda", "--preset", "tiny", "--port", str(port),
-                               "--max-model-len", "256", "--max-num-seqs", "4", "--tokenizer-dir", tokenizer],
-                              stdout=log, stderr=subprocess.STDOUT)
-    try:
+    # Port 0: the server picks a free one and says which (a port chosen here could be taken by
+    # the time the server binds it). A server that does not start or exit cleanly ends the test.
+    with ServeProcess(gk, None, ["--device", "cuda", "--preset", "tiny", "--max-model-len", "256", "--max-num-seqs", "4",
+                                 "--tokenizer-dir", tokenizer], start_timeout=300) as server:
         for sampled in (False, True):
             name = f"burst-{int(sampled)}.json"
-            args = [gk, "bench", "serve", "--port", str(port), "--tokenizer", tokenizer, "--num-prompts", "4",
+            args = [gk, "bench", "serve", "--base-url", server.base_url, "--tokenizer", tokenizer, "--num-prompts", "4",
                     "--random-input-len", "16", "--random-output-len", "6", "--request-rate", "inf",
                     "--ready-check-timeout-sec", "120", "--save-result", "--result-dir", work, "--result-filename", name]
             args += ["--temperature", "1", "--top-k", "64", "--top-p", "0.95"] if sampled else ["--temperature", "0"]
@@ -130,10 +117,6 @@ def serve_burst(gk, tokenizer, work):
                 r = json.load(f)
             check(r["completed"] == 4 and r["total_output_tokens"] == 24,
                   f"sampled {sampled}: {r['completed']} completed, {r['total_output_tokens']} tokens (4 x 6 expected)")
-    finally:
-        server.terminate()
-        check(server.wait(timeout=60) == 0, "serve exits 0 on SIGTERM")
-        log.close()
 
 
 def refusals(gk):
@@ -155,12 +138,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gemmakit", required=True)
     gk = os.path.abspath(ap.parse_args().gemmakit)
-    p = subprocess.run([gk, "devices", "--json"], capture_output=True, text=True, timeout=60)
-    try:
-        has_gpu = bool(json.loads(p.stdout).get("cuda", {}).get("devices"))
-    except ValueError:
-        has_gpu = False
-    if not has_gpu:
+    if not has_cuda_device(gk):
         print("SKIP: no CUDA device (gemmakit devices)")
         sys.exit(77)
     tokenizer = os.environ.get("GEMMAKIT_TOKENIZER_DIR") or os.path.join(os.path.dirname(gk), "tokenizer", "gemma3")
@@ -170,10 +148,7 @@ def main():
     bench_train(gk)
     with tempfile.TemporaryDirectory() as work:
         serve_burst(gk, tokenizer, work)
-    if FAILURES:
-        print(f"bench_device: {len(FAILURES)} failure(s) ({time.time() - t0:.1f} s)")
-        sys.exit(1)
-    print(f"bench_device: all checks passed ({time.time() - t0:.1f} s)")
+    finish("bench_device", t0)
 
 
 if __name__ == "__main__":

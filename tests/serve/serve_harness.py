@@ -50,11 +50,13 @@ def make_tiny_model(gemmakit, out_dir):
 
 class ServeProcess:
     """The server as a child process; its stderr is collected in `self.log`. GEMMAKIT_SERVE_EXTRA_ARGS
-    (say "--device cuda", as scripts/device_check.sh runs the serving tests on a GPU) is appended."""
+    (say "--device cuda", as scripts/device_check.sh runs the serving tests on a GPU) is appended.
+    model_dir None: the model comes from args (`--preset NAME` on a GPU)."""
 
     def __init__(self, gemmakit, model_dir, args=(), start_timeout=120):
         extra = os.environ.get("GEMMAKIT_SERVE_EXTRA_ARGS", "").split()
-        self.cmd = [gemmakit, "serve", "--model", model_dir, "--port", "0", "--threads", "2", *args, *extra]
+        model = ["--model", model_dir] if model_dir is not None else []
+        self.cmd = [gemmakit, "serve", *model, "--port", "0", "--threads", "2", *args, *extra]
         self.start_timeout = start_timeout
         self.log = []
         self.base_url = None

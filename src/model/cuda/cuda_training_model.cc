@@ -56,6 +56,7 @@ struct CudaTrainingModel::Impl {
   cuda::LossHead head;
 
   DeviceWeights base;  // the frozen base: one allocation (model/cuda/device_weights.h)
+  double planned_bytes = 0;  // plan's estimate of the run
   // Per layer and LoRA target: the module's index in `lora`, -1 where the projection has none.
   std::vector<std::array<int, kNumLoraTargets>> lora_index;
   uint64_t other_bytes = 0, activation_bytes = 0, peak_used = 0;
@@ -700,6 +701,7 @@ Result<std::unique_ptr<CudaTrainingModel>> CudaTrainingModel::Make(const ModelCo
                  .trainable = adapter->ParameterCount(), .weight_bytes = int(DTypeSize(weights.embed.dtype))});
     size_t free_bytes = 0, total_bytes = 0;
     GK_RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+    m.planned_bytes = plan.total;
     if (plan.total > double(free_bytes)) {
       return Status::Error(StrCat("the run needs about ", GiBText(plan.total), " of GPU memory (gemmakit plan's estimate, ",
                                   m.opt.max_tokens, " tokens per micro-batch); cuda:", options.device, " has ",
@@ -779,6 +781,7 @@ int64_t CudaTrainingModel::activation_bytes() const { return int64_t(impl_->acti
 TrainPrecision CudaTrainingModel::precision() const { return impl_->opt.precision; }
 std::string CudaTrainingModel::device() const { return StrCat("cuda:", impl_->opt.device); }
 uint64_t CudaTrainingModel::peak_device_bytes() const { return impl_->peak_used; }
+double CudaTrainingModel::planned_device_bytes() const { return impl_->planned_bytes; }
 uint64_t CudaTrainingModel::device_bytes() const { return impl_->base.bytes + impl_->other_bytes; }
 
 }  // namespace gk

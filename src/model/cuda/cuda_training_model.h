@@ -70,6 +70,9 @@ class CudaTrainingModel final : public TrainRunner {
   uint64_t device_bytes() const;
   // The device's memory in use (by every process), at its highest after a pass of this model.
   uint64_t peak_device_bytes() const override;
+  // gemmakit plan's estimate of the run (EstimateGpuLoraTraining), which Create checked against
+  // the device's free memory.
+  double planned_device_bytes() const;
 
  private:
   struct Impl;
