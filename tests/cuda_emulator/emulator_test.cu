@@ -111,7 +111,15 @@ __global__ void NeighbourKernel(int* out) {
   if (threadIdx.x == 0) out[0] = cell;
 }
 
+// Runs the test body under one schedule, then restores the one the process started with.
+class ScheduleOrder {
+ public:
+  explicit ScheduleOrder(const char* order) { EXPECT_TRUE(gk_emu::SetScheduleOrder(order)) << order; }
+  ~ScheduleOrder() { gk_emu::SetScheduleOrder(std::getenv("GK_CUDA_EMULATOR_ORDER")); }
+};
+
 TEST(EmulatorTest, AMissingBarrierShowsAsAStaleRead) {
+  ScheduleOrder forward("forward");
   auto out = DeviceBuffer<int>::Allocate(1).value();
   NeighbourKernel<true><<<1, 32>>>(out.data());
   EXPECT_EQ(out.ToHost().value()[0], 7);
@@ -122,6 +130,81 @@ TEST(EmulatorTest, AMissingBarrierShowsAsAStaleRead) {
   NeighbourKernel<false><<<1, 32>>>(out.data());
   stale = out.ToHost().value()[0];
   EXPECT_NE(stale, 7);
+}
+
+// Each block reads its __shared__ cell before writing it: on the GPU the cell starts undefined
+// at every block, here it is 0xff bytes (-1), never the block before's 7.
+__global__ void ReadsSharedBeforeWritingKernel(int* out) {
+  __shared__ int cell;
+  if (threadIdx.x == 0) out[blockIdx.x] = cell;
+  __syncthreads();
+  if (threadIdx.x == 0) cell = 7;
+}
+
+TEST(EmulatorTest, EachBlockFindsItsSharedVariablesUndefined) {
+  auto out = DeviceBuffer<int>::Allocate(3).value();
+  for (int launch = 0; launch < 2; ++launch) {
+    ReadsSharedBeforeWritingKernel<<<3, 32>>>(out.data());
+    EXPECT_EQ(out.ToHost().value(), (std::vector<int>{-1, -1, -1}));
+  }
+}
+
+// Thread 1 reads what thread 0 writes, and block 1 what block 0 writes, with nothing between:
+// thread and block order hide both races.
+// (The cell is dynamic shared memory, which the emulator fills with 0xff bytes at each block.)
+__global__ void ReadsEarlierThreadKernel(int* out) {
+  extern __shared__ int cell[];
+  if (threadIdx.x == 0) cell[0] = 7 + int(blockIdx.x);
+  if (threadIdx.x == 1) out[blockIdx.x] = cell[0];
+}
+__global__ void ReadsEarlierBlockKernel(int* out) {
+  if (threadIdx.x != 0) return;
+  if (blockIdx.x == 0) out[0] = 7;
+  if (blockIdx.x == 1) out[1] = out[0];
+}
+
+// Runs `launch` on zeroed memory and returns out[i] for i < n.
+template <class F>
+std::vector<int> Outcome(DeviceBuffer<int>& out, F launch) {
+  EXPECT_EQ(cudaMemset(out.data(), 0, out.size() * sizeof(int)), cudaSuccess);
+  launch();
+  return out.ToHost().value();
+}
+
+TEST(EmulatorTest, TheOtherOrdersShowWhatThreadOrderHides) {
+  auto out = DeviceBuffer<int>::Allocate(2).value();
+  const auto thread_race = [&] { ReadsEarlierThreadKernel<<<2, 32, sizeof(int)>>>(out.data()); };
+  const auto block_race = [&] { ReadsEarlierBlockKernel<<<2, 32>>>(out.data()); };
+  {
+    ScheduleOrder forward("forward");  // hidden
+    EXPECT_EQ(Outcome(out, thread_race), (std::vector<int>{7, 8}));
+    EXPECT_EQ(Outcome(out, block_race), (std::vector<int>{7, 7}));
+  }
+  {
+    ScheduleOrder reverse("reverse");  // thread 1 and block 1 run first: both reads are stale
+    const std::vector<int> t = Outcome(out, thread_race), b = Outcome(out, block_race);
+    EXPECT_EQ(t, (std::vector<int>{-1, -1}));
+    EXPECT_EQ(b, (std::vector<int>{7, 0}));
+  }
+  // Shuffled: each block and launch draws its own order, the same again under the same seed.
+  std::vector<int> first_run;
+  for (int run = 0; run < 2; ++run) {
+    ScheduleOrder shuffle("shuffle:5");
+    int hidden = 0, shown = 0;
+    std::vector<int> seen;
+    for (int launch = 0; launch < 16; ++launch) {
+      const std::vector<int> t = Outcome(out, thread_race);
+      for (int b = 0; b < 2; ++b) (t[size_t(b)] == 7 + b ? hidden : shown)++;
+      seen.insert(seen.end(), t.begin(), t.end());
+    }
+    EXPECT_GT(hidden, 0);
+    EXPECT_GT(shown, 0);
+    if (run == 0) first_run = seen;
+    else EXPECT_EQ(seen, first_run);
+  }
+  EXPECT_FALSE(gk_emu::SetScheduleOrder("sideways"));
+  EXPECT_FALSE(gk_emu::SetScheduleOrder("shuffle:"));
+  EXPECT_FALSE(gk_emu::SetScheduleOrder("shuffle:1x"));
 }
 
 __global__ void PartialWarpShuffleKernel(float* out) { out[threadIdx.x] = WarpSum(1.f); }

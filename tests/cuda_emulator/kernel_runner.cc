@@ -1,16 +1,23 @@
 // The CUDA emulator's execution of one kernel launch: the blocks one after another, each
 // block's threads as fibers scheduled in thread order until they meet at a barrier. A thread
 // runs until it waits, so a missing __syncthreads shows as a thread reading what a later
-// thread has not yet written. The checks a GPU would fail on (and some it would silently get
+// thread has not yet written. A GPU runs a block's warps in no set order, so
+// GK_CUDA_EMULATOR_ORDER=reverse (threads and blocks last to first) or =shuffle:SEED (a seeded
+// permutation of each block's threads, and of the blocks) shows the races the thread order
+// hides: a read of what an earlier thread wrote, a write over what a later one has yet to read,
+// a block that reads another's output. The checks a GPU would fail on (and some it would silently get
 // wrong) end the process with a message naming the kernel, block and thread: shuffles over
 // lanes that do not exist or have exited, threads waiting at different barriers.
 #include "kernel_runner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -36,6 +43,7 @@ struct Warp {
 struct Fiber {
   ThreadCoords coords;
   int linear = 0;
+  int pos = 0;  // its place in the block's schedule (BlockRun::order)
   enum State { kReady, kWaitingBlock, kWaitingWarp, kDone } state = kReady;
   void* sp = nullptr;
   unsigned whole_warp_shuffles = 0;  // this lane's, which every lane of its warp counts alike
@@ -47,8 +55,10 @@ struct BlockRun {
   Entry entry = nullptr;
   void* closure = nullptr;
   std::vector<Fiber> fibers;
+  std::vector<int> order;  // the schedule: fibers[order[0]] runs first (Schedule)
   std::vector<Warp> warps;
   unsigned char* smem_ptr = nullptr;  // dynamic shared memory (a kernel may ask __align__(128))
+  std::vector<const void*> fresh;     // the static shared variables this block has filled (FreshShared)
   size_t smem_bytes = 0;
   void* scheduler_sp = nullptr;
   int current = -1;
@@ -57,6 +67,54 @@ struct BlockRun {
 };
 
 thread_local BlockRun* tls_run = nullptr;
+
+// The order the emulator runs threads and blocks in (SetScheduleOrder).
+struct Schedule {
+  enum Kind { kForward, kReverse, kShuffle } kind = kForward;
+  uint64_t seed = 0;
+};
+
+bool ParseSchedule(const char* text, Schedule* out) {
+  Schedule r;
+  if (text == nullptr || *text == 0 || std::strcmp(text, "forward") == 0) {
+  } else if (std::strcmp(text, "reverse") == 0) {
+    r.kind = Schedule::kReverse;
+  } else if (std::strncmp(text, "shuffle:", 8) == 0 && text[8] >= '0' && text[8] <= '9') {
+    char* end = nullptr;
+    r.seed = std::strtoull(text + 8, &end, 10);
+    if (*end != 0) return false;
+    r.kind = Schedule::kShuffle;
+  } else {
+    return false;
+  }
+  *out = r;
+  return true;
+}
+
+// GK_CUDA_EMULATOR_ORDER's, until SetScheduleOrder changes it. Launches are counted from the
+// last change: each launch's shuffle draws from (seed, launch number), so a rerun of the same
+// tests under the same seed runs the same orders.
+Schedule g_schedule = [] {
+  Schedule s;
+  const char* e = std::getenv("GK_CUDA_EMULATOR_ORDER");
+  if (!ParseSchedule(e, &s)) {
+    std::fprintf(stderr, "cuda emulator: GK_CUDA_EMULATOR_ORDER=%s: expected forward, reverse or shuffle:SEED\n", e);
+    std::exit(2);
+  }
+  return s;
+}();
+std::atomic<uint64_t> g_launches{0};
+
+const Schedule& ActiveSchedule() { return g_schedule; }
+
+// 0..n-1 in the schedule's order; `rng` draws the shuffles (one stream per launch).
+void Arrange(std::vector<int>& v, int n, std::mt19937_64& rng) {
+  v.resize(size_t(n));
+  std::iota(v.begin(), v.end(), 0);
+  const Schedule& s = ActiveSchedule();
+  if (s.kind == Schedule::kReverse) std::reverse(v.begin(), v.end());
+  if (s.kind == Schedule::kShuffle) std::shuffle(v.begin(), v.end(), rng);
+}
 
 struct FreeAligned {
   void operator()(unsigned char* p) const { std::free(p); }
@@ -85,12 +143,13 @@ BlockRun& Run() {
 
 Fiber& Me(BlockRun& b) { return b.fibers[size_t(b.current)]; }
 
-// Saves the running fiber's context in *save and runs the next ready fiber in thread order, or
-// returns to the scheduler when none follows (which starts the next pass from thread 0): the
+// Saves the running fiber's context in *save and runs the next ready fiber in the schedule, or
+// returns to the scheduler when none follows (which starts the next pass from the first): the
 // scheduler's order, at one switch per hand-over instead of two.
 void SwitchFrom(BlockRun& b, void** save) {
   const int n = int(b.fibers.size());
-  for (int j = b.current + 1; j < n; ++j) {
+  for (int p = b.fibers[size_t(b.current)].pos + 1; p < n; ++p) {
+    const int j = b.order[size_t(p)];
     Fiber& next = b.fibers[size_t(j)];
     if (next.state != Fiber::kReady) continue;
     b.current = j;
@@ -174,6 +233,12 @@ void WarpBarrier(BlockRun& b, Fiber& f, unsigned mask, const char* what) {
 
 }  // namespace
 
+bool SetScheduleOrder(const char* order) {
+  if (!ParseSchedule(order, &g_schedule)) return false;
+  g_launches = 0;
+  return true;
+}
+
 void SyncThreads() {
   BlockRun& b = Run();
   Fiber& f = Me(b);
@@ -218,6 +283,13 @@ void* DynamicShared() {
   return b.smem_ptr;
 }
 
+void FreshShared(void* var, size_t bytes) {
+  BlockRun& b = Run();
+  if (std::find(b.fresh.begin(), b.fresh.end(), var) != b.fresh.end()) return;
+  std::memset(var, 0xff, bytes);
+  b.fresh.push_back(var);
+}
+
 void Fail(const char* what) {
   if (tls_run != nullptr) FailIn(*tls_run, what);
   std::fprintf(stderr, "cuda emulator: %s\n", what);
@@ -249,51 +321,64 @@ void ExecuteKernel(const KernelCall& k) {
     smem_capacity = run.smem_bytes;
   }
   run.smem_ptr = smem.get();
-  for (unsigned bz = 0; bz < k.grid.z; ++bz) {
-    for (unsigned by = 0; by < k.grid.y; ++by) {
-      for (unsigned bx = 0; bx < k.grid.x; ++bx) {
-        // Shared memory starts undefined on the GPU: NaN bytes here, so a read before any
-        // write shows.
-        std::memset(run.smem_ptr, 0xff, k.smem);
-        run.live = threads;
-        run.arrived = 0;
-        for (Warp& w : run.warps) w.live = w.arrived = w.expected = 0, w.mask = 0;  // (the slots need no clearing)
-        for (int i = 0; i < threads; ++i) {
-          Fiber& f = run.fibers[size_t(i)];
-          f.linear = i;
-          f.state = Fiber::kReady;
-          f.coords.thread_idx = uint3{unsigned(i) % bd.x, (unsigned(i) / bd.x) % bd.y, unsigned(i) / (bd.x * bd.y)};
-          f.coords.block_idx = uint3{bx, by, bz};
-          f.coords.block_dim = bd;
-          f.coords.grid_dim = k.grid;
-          f.sp = stacks[size_t(i)]->Prepare(&FiberMain);
-          f.whole_warp_shuffles = 0;
-          run.warps[size_t(i / 32)].live++;
+  // The blocks in the schedule's order.
+  std::mt19937_64 rng(ActiveSchedule().seed * 0x9E3779B97F4A7C15ull + g_launches++);
+  const Schedule::Kind kind = ActiveSchedule().kind;
+  const int64_t blocks = int64_t(k.grid.x) * k.grid.y * k.grid.z;
+  std::vector<int64_t> shuffled;
+  if (kind == Schedule::kShuffle) {
+    shuffled.resize(size_t(blocks));
+    std::iota(shuffled.begin(), shuffled.end(), int64_t(0));
+    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  }
+  for (int64_t n = 0; n < blocks; ++n) {
+    const int64_t block = kind == Schedule::kForward ? n : kind == Schedule::kReverse ? blocks - 1 - n : shuffled[size_t(n)];
+    const unsigned bx = unsigned(block % k.grid.x), by = unsigned(block / k.grid.x % k.grid.y),
+                   bz = unsigned(block / (int64_t(k.grid.x) * k.grid.y));
+    // Shared memory starts undefined on the GPU: NaN bytes here, so a read before any
+    // write shows (the static __shared__ variables: FreshShared, as each is declared).
+    std::memset(run.smem_ptr, 0xff, k.smem);
+    run.fresh.clear();
+    run.live = threads;
+    run.arrived = 0;
+    for (Warp& w : run.warps) w.live = w.arrived = w.expected = 0, w.mask = 0;  // (the slots need no clearing)
+    if (run.order.empty() || kind == Schedule::kShuffle) Arrange(run.order, threads, rng);
+    for (int p = 0; p < threads; ++p) run.fibers[size_t(run.order[size_t(p)])].pos = p;
+    for (int i = 0; i < threads; ++i) {
+      Fiber& f = run.fibers[size_t(i)];
+      f.linear = i;
+      f.state = Fiber::kReady;
+      f.coords.thread_idx = uint3{unsigned(i) % bd.x, (unsigned(i) / bd.x) % bd.y, unsigned(i) / (bd.x * bd.y)};
+      f.coords.block_idx = uint3{bx, by, bz};
+      f.coords.block_dim = bd;
+      f.coords.grid_dim = k.grid;
+      f.sp = stacks[size_t(i)]->Prepare(&FiberMain);
+      f.whole_warp_shuffles = 0;
+      run.warps[size_t(i / 32)].live++;
+    }
+    while (run.live > 0) {
+      // A pass: the first ready thread, which hands over to the next ready one when it waits
+      // or exits (SwitchFrom), until the last hands back here.
+      int p = 0;
+      while (p < threads && run.fibers[size_t(run.order[size_t(p)])].state != Fiber::kReady) ++p;
+      if (p < threads) {
+        const int first = run.order[size_t(p)];
+        run.current = first;
+        tls_coords = &run.fibers[size_t(first)].coords;
+        gk_emu_switch(&run.scheduler_sp, run.fibers[size_t(first)].sp);
+      }
+      run.current = -1;
+      if (p == threads) {
+        int block_waiters = 0, warp_waiters = 0;
+        for (const Fiber& f : run.fibers) {
+          block_waiters += f.state == Fiber::kWaitingBlock;
+          warp_waiters += f.state == Fiber::kWaitingWarp;
         }
-        while (run.live > 0) {
-          // A pass: the first ready thread, which hands over to the next ready one when it waits
-          // or exits (SwitchFrom), until the last hands back here.
-          int first = 0;
-          while (first < threads && run.fibers[size_t(first)].state != Fiber::kReady) ++first;
-          if (first < threads) {
-            run.current = first;
-            tls_coords = &run.fibers[size_t(first)].coords;
-            gk_emu_switch(&run.scheduler_sp, run.fibers[size_t(first)].sp);
-          }
-          run.current = -1;
-          if (first == threads) {
-            int block_waiters = 0, warp_waiters = 0;
-            for (const Fiber& f : run.fibers) {
-              block_waiters += f.state == Fiber::kWaitingBlock;
-              warp_waiters += f.state == Fiber::kWaitingWarp;
-            }
-            std::fprintf(stderr,
-                         "cuda emulator: deadlock in %s, block (%u,%u,%u): %d threads wait at __syncthreads, %d at "
-                         "a warp barrier or shuffle, and no thread can run\n",
-                         k.name, bx, by, bz, block_waiters, warp_waiters);
-            std::abort();
-          }
-        }
+        std::fprintf(stderr,
+                     "cuda emulator: deadlock in %s, block (%u,%u,%u): %d threads wait at __syncthreads, %d at "
+                     "a warp barrier or shuffle, and no thread can run\n",
+                     k.name, bx, by, bz, block_waiters, warp_waiters);
+        std::abort();
       }
     }
   }

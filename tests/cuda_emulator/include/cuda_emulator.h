@@ -21,7 +21,8 @@
 #include <utility>
 
 // The execution-space qualifiers mean nothing on the CPU; __shared__ storage is one copy per
-// block: the blocks of a launch run one after another on one OS thread (static thread_local).
+// block: the blocks of a launch run one after another on one OS thread (static thread_local;
+// cu_to_cc.py makes each block find a function's __shared__ variables undefined: FreshShared).
 #undef __global__
 #undef __device__
 #undef __host__
@@ -54,7 +55,14 @@ void SyncWarp(unsigned mask);
 void WarpExchange(unsigned mask, const void* mine, int src_lane, void* out, size_t bytes);
 int LaneId();
 void* DynamicShared();
+// Fills a static __shared__ variable with 0xff bytes the first time the running block reaches
+// its declaration (cu_to_cc.py adds the call): on the GPU it starts undefined at every block.
+void FreshShared(void* var, size_t bytes);
 [[noreturn]] void Fail(const char* what);
+// The order blocks and each block's threads run in: "forward" (thread and block order, the
+// default), "reverse", or "shuffle:SEED" (a seeded permutation for every block and launch). The
+// environment's GK_CUDA_EMULATOR_ORDER sets it at start; false for a text of none of these.
+bool SetScheduleOrder(const char* order);
 
 // A launch: kernel<<<grid, block, smem, stream>>>(args...) becomes
 // gk_emu::Launch(grid, block, smem, stream)("kernel", kernel, args...).
