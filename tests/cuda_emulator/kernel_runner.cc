@@ -4,10 +4,11 @@
 // thread has not yet written. A GPU runs a block's warps in no set order, so
 // GK_CUDA_EMULATOR_ORDER=reverse (threads and blocks last to first) or =shuffle:SEED (a seeded
 // permutation of each block's threads, and of the blocks) shows the races the thread order
-// hides: a read of what an earlier thread wrote, a write over what a later one has yet to read,
-// a block that reads another's output. The checks a GPU would fail on (and some it would silently get
-// wrong) end the process with a message naming the kernel, block and thread: shuffles over
-// lanes that do not exist or have exited, threads waiting at different barriers.
+// hides: a read of what an earlier thread wrote, a write over what a later one has yet to
+// read, a block that reads another's output. The checks a GPU would fail on (and some it
+// would silently get wrong) end the process with a message naming the kernel, block and
+// thread: shuffles over lanes that do not exist or have exited, threads waiting at different
+// barriers.
 #include "kernel_runner.h"
 
 #include <algorithm>
