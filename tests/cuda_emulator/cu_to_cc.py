@@ -43,11 +43,10 @@ def rewrite(text):
 
     text = STATIC_SHARED.sub(static_shared, text)
     code = re.sub(r"//[^\n]*", "", text)  # what is left, comments aside
-    for construct in ("<<<", "extern __shared__", "__shared__"):
-        at = re.search(r"\b" + re.escape(construct) if construct[0].isalpha() else re.escape(construct), code)
-        if at:
-            line = code[: at.start()].count("\n") + 1
-            sys.exit(f"cu_to_cc.py: a launch or shared variable the rewrite does not know, line {line}: {construct}")
+    at = re.search(r"<<<|\b__shared__\b", code)
+    if at:
+        line = code[: at.start()].count("\n") + 1
+        sys.exit(f"cu_to_cc.py: a launch or shared variable the rewrite does not know, line {line}: {at.group(0)}")
     return text
 
 

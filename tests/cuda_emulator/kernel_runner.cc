@@ -106,15 +106,14 @@ Schedule g_schedule = [] {
 }();
 std::atomic<uint64_t> g_launches{0};
 
-const Schedule& ActiveSchedule() { return g_schedule; }
-
-// 0..n-1 in the schedule's order; `rng` draws the shuffles (one stream per launch).
-void Arrange(std::vector<int>& v, int n, std::mt19937_64& rng) {
+// 0..n-1 in the schedule's order (a block's threads, a launch's blocks); `rng` draws the
+// shuffles (one stream per launch).
+template <class I>
+void Arrange(std::vector<I>& v, I n, std::mt19937_64& rng) {
   v.resize(size_t(n));
-  std::iota(v.begin(), v.end(), 0);
-  const Schedule& s = ActiveSchedule();
-  if (s.kind == Schedule::kReverse) std::reverse(v.begin(), v.end());
-  if (s.kind == Schedule::kShuffle) std::shuffle(v.begin(), v.end(), rng);
+  std::iota(v.begin(), v.end(), I(0));
+  if (g_schedule.kind == Schedule::kReverse) std::reverse(v.begin(), v.end());
+  if (g_schedule.kind == Schedule::kShuffle) std::shuffle(v.begin(), v.end(), rng);
 }
 
 struct FreeAligned {
@@ -323,17 +322,10 @@ void ExecuteKernel(const KernelCall& k) {
   }
   run.smem_ptr = smem.get();
   // The blocks in the schedule's order.
-  std::mt19937_64 rng(ActiveSchedule().seed * 0x9E3779B97F4A7C15ull + g_launches++);
-  const Schedule::Kind kind = ActiveSchedule().kind;
-  const int64_t blocks = int64_t(k.grid.x) * k.grid.y * k.grid.z;
-  std::vector<int64_t> shuffled;
-  if (kind == Schedule::kShuffle) {
-    shuffled.resize(size_t(blocks));
-    std::iota(shuffled.begin(), shuffled.end(), int64_t(0));
-    std::shuffle(shuffled.begin(), shuffled.end(), rng);
-  }
-  for (int64_t n = 0; n < blocks; ++n) {
-    const int64_t block = kind == Schedule::kForward ? n : kind == Schedule::kReverse ? blocks - 1 - n : shuffled[size_t(n)];
+  std::mt19937_64 rng(g_schedule.seed * 0x9E3779B97F4A7C15ull + g_launches++);
+  std::vector<int64_t> block_order;
+  Arrange(block_order, int64_t(k.grid.x) * k.grid.y * k.grid.z, rng);
+  for (const int64_t block : block_order) {
     const unsigned bx = unsigned(block % k.grid.x), by = unsigned(block / k.grid.x % k.grid.y),
                    bz = unsigned(block / (int64_t(k.grid.x) * k.grid.y));
     // Shared memory starts undefined on the GPU: NaN bytes here, so a read before any
@@ -343,7 +335,7 @@ void ExecuteKernel(const KernelCall& k) {
     run.live = threads;
     run.arrived = 0;
     for (Warp& w : run.warps) w.live = w.arrived = w.expected = 0, w.mask = 0;  // (the slots need no clearing)
-    if (run.order.empty() || kind == Schedule::kShuffle) Arrange(run.order, threads, rng);
+    if (run.order.empty() || g_schedule.kind == Schedule::kShuffle) Arrange(run.order, threads, rng);
     for (int p = 0; p < threads; ++p) run.fibers[size_t(run.order[size_t(p)])].pos = p;
     for (int i = 0; i < threads; ++i) {
       Fiber& f = run.fibers[size_t(i)];
