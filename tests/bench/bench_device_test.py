@@ -68,6 +68,7 @@ def bench_model(gk):
                   f"{preset}: the batched and burst figures: {r.get('batch_error')}")
         check((r["graphs_captured"] > 0 and r["graph_replays"] > 0) == graphs,
               f"{preset}: graphs captured {r['graphs_captured']}, replayed {r['graph_replays']} (expected {graphs})")
+        check((r["graph_nodes"] > 0) == graphs, f"{preset}: {r['graph_nodes']} operations in a decode step's graph")
         check(r["cuda_graphs"] == ("--enforce-eager" not in extra), f"{preset}: cuda_graphs {r['cuda_graphs']}")
     # The table: the MoE preset says why no graph was captured.
     p = subprocess.run([gk, "bench", "model", "--device", "cuda", "--preset", "tiny-moe", "--repeats", "1",

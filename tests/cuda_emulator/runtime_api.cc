@@ -403,6 +403,13 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   return cudaSuccess;
 }
 
+// The number of a graph's operations (kernels, copies, memsets); the nodes themselves are not kept.
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
+  if (nodes != nullptr) return Fail(cudaErrorNotSupported);
+  *count = reinterpret_cast<const Graph*>(graph)->ops.size();
+  return cudaSuccess;
+}
+
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   delete reinterpret_cast<Graph*>(graph);
   return cudaSuccess;

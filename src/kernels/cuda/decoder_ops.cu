@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/bf16_staging.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/gemm.h"
@@ -93,6 +94,22 @@ __global__ void RopeKernel(float* x, int64_t heads, int64_t H, const float* cos_
   }
 }
 
+// One block per (token, head) row: q_norm's RMSNorm, then the rotation, as RmsNormKernel and
+// RopeKernel compute them, the row read once.
+__global__ void RmsNormRopeKernel(float* x, const float* w, int64_t heads, int64_t H, float eps, const float* cos_sin) {
+  const int64_t half = H / 2;
+  float* r = x + blockIdx.x * H;
+  const float* c = cos_sin + blockIdx.x / heads * H;
+  const float* s = c + half;
+  const float inv = RowInvRms(r, H, eps);  // (its barriers: the row is read before any thread writes it)
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+    const float a = w ? r[j] * inv * w[j] : r[j] * inv;
+    const float b = w ? r[j + half] * inv * w[j + half] : r[j + half] * inv;
+    r[j] = a * c[j] - b * s[j];
+    r[j + half] = b * c[j] + a * s[j];
+  }
+}
+
 // One block per row: each thread's best (value, lowest index), then the block's.
 __global__ void ArgMaxKernel(const float* x, int64_t n, int32_t* out) {
   const float* row = x + blockIdx.x * n;
@@ -132,17 +149,9 @@ __global__ void EmbedKernel(const void* table, int64_t rows, int64_t D, const in
   }
 }
 
-// Each remainder is exact in f32; with lo2, hi + lo + lo2 == x exactly (each term takes at
-// least 8 of the 24 significant bits).
-__global__ void SplitToBf16Kernel(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, uint16_t* lo2) {
+__global__ void SplitToBf16Kernel(const float* x, int64_t n, Bf16Staging out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
-    hi[i] = __bfloat16_as_ushort(h);
-    if (!lo) continue;
-    const float r = x[i] - __bfloat162float(h);
-    const __nv_bfloat16 l = __float2bfloat16_rn(r);
-    lo[i] = __bfloat16_as_ushort(l);
-    if (lo2) lo2[i] = __bfloat16_as_ushort(__float2bfloat16_rn(r - __bfloat162float(l)));
+    StageBf16(out, i, x[i]);
   }
 }
 
@@ -164,6 +173,36 @@ __global__ void PagedKvWriteKernel(const float* k, const float* v, int kv_heads,
     kd[i] = E::Store(ks[i]);
     vd[i] = E::Store(vs[i]);
   }
+}
+
+// Grid (T, kv_heads): PagedKvWriteKernel of K after k_norm and RoPE and of V after its norm;
+// k and v stay as they were (v null: V is k's row as it comes).
+template <KvType kType>
+__global__ void PagedKvNormWriteKernel(const float* k, const float* v, const float* k_norm, bool v_norm, int kv_heads,
+                                       int H, float eps, const float* cos_sin, PagedTokens tokens, int block_size,
+                                       std::byte* k_pool, std::byte* v_pool) {
+  using E = KvElem<kType>;
+  const int64_t t = blockIdx.x;
+  const int head = blockIdx.y;
+  const int32_t pos = tokens.pos[t];
+  const int32_t block = tokens.tables[tokens.table_offset[t] + pos / block_size];
+  const int64_t row = ((int64_t(block) * kv_heads + head) * block_size + pos % block_size) * H;
+  auto* kd = reinterpret_cast<typename E::Storage*>(k_pool) + row;
+  auto* vd = reinterpret_cast<typename E::Storage*>(v_pool) + row;
+  const float* ks = k + (t * kv_heads + head) * H;
+  const float* vs = v ? v + (t * kv_heads + head) * H : ks;
+  const float k_inv = RowInvRms(ks, H, eps);
+  const float v_inv = v_norm ? RowInvRms(vs, H, eps) : 1.f;
+  const int half = H / 2;
+  const float* c = cos_sin + t * H;
+  const float* s = c + half;
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    const float a = k_norm ? ks[j] * k_inv * k_norm[j] : ks[j] * k_inv;
+    const float b = k_norm ? ks[j + half] * k_inv * k_norm[j + half] : ks[j + half] * k_inv;
+    kd[j] = E::Store(a * c[j] - b * s[j]);
+    kd[j + half] = E::Store(b * c[j] + a * s[j]);
+  }
+  for (int i = threadIdx.x; i < H; i += blockDim.x) vd[i] = E::Store(v_norm ? vs[i] * v_inv : vs[i]);
 }
 
 }  // namespace
@@ -204,6 +243,13 @@ Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_
   return CheckLaunch("RopeKernel");
 }
 
+Status RmsNormRopeRows(float* x, const float* w, int64_t T, int64_t heads, int64_t H, float eps, const float* cos_sin,
+                       cudaStream_t stream) {
+  if (T == 0) return Status::Ok();
+  RmsNormRopeKernel<<<unsigned(T * heads), kThreads, 0, stream>>>(x, w, heads, H, eps, cos_sin);
+  return CheckLaunch("RmsNormRopeKernel");
+}
+
 Status ArgMaxRows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
   ArgMaxKernel<<<unsigned(rows), kThreads, 0, stream>>>(x, n, out);
@@ -227,7 +273,7 @@ Status EmbedRows(const void* table, DType dtype, int64_t rows, int64_t D, const 
 
 Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, uint16_t* lo2, cudaStream_t stream) {
   if (n == 0) return Status::Ok();
-  SplitToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, hi, lo, lo2);
+  SplitToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, Bf16Staging{hi, lo, lo2});
   return CheckLaunch("SplitToBf16Kernel");
 }
 
@@ -245,6 +291,25 @@ Status PagedKvWrite(const float* k, const float* v, int64_t T, int kv_heads, int
     default: return Status::Error(StrCat("paged KV cache dtype ", DTypeName(dtype), " is not supported on the GPU"));
   }
   return CheckLaunch("PagedKvWriteKernel");
+}
+
+Status PagedKvNormWrite(const float* k, const float* v, const float* k_norm, bool v_norm, int64_t T, int kv_heads, int H,
+                        float eps, const float* cos_sin, const PagedTokens& tokens, int block_size, DType dtype,
+                        std::byte* k_pool, std::byte* v_pool, cudaStream_t stream) {
+  if (T == 0) return Status::Ok();
+  const dim3 grid{unsigned(T), unsigned(kv_heads)};
+  const auto launch = [&](auto kernel) {
+    kernel<<<grid, kThreads, 0, stream>>>(k, v, k_norm, v_norm, kv_heads, H, eps, cos_sin, tokens, block_size, k_pool, v_pool);
+  };
+  switch (dtype) {
+    case DType::kF32: launch(PagedKvNormWriteKernel<KvType::kF32>); break;
+    case DType::kF16: launch(PagedKvNormWriteKernel<KvType::kF16>); break;
+    case DType::kBF16: launch(PagedKvNormWriteKernel<KvType::kBF16>); break;
+    case DType::kFp8E4m3: launch(PagedKvNormWriteKernel<KvType::kE4M3>); break;
+    case DType::kFp8E5m2: launch(PagedKvNormWriteKernel<KvType::kE5M2>); break;
+    default: return Status::Error(StrCat("paged KV cache dtype ", DTypeName(dtype), " is not supported on the GPU"));
+  }
+  return CheckLaunch("PagedKvNormWriteKernel");
 }
 
 }  // namespace gk::cuda

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <tuple>
 
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_test_util.h"
@@ -53,6 +55,108 @@ TEST(CudaDecoderOps, PagedKvWriteStoresWhatTheCpuStores) {
     ASSERT_TRUE(st.ok()) << st.message();
     EXPECT_EQ(*pk->ToHost(), want_k) << DTypeName(dt);
     EXPECT_EQ(*pv->ToHost(), want_v) << DTypeName(dt);
+  }
+}
+
+// One element of a KV pool in its dtype, widened.
+float PoolValue(DType dt, const std::vector<std::byte>& pool, size_t i) {
+  const auto* p = reinterpret_cast<const uint8_t*>(pool.data());
+  switch (dt) {
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    case DType::kF16: return F16ToF32(uint16_t(p[2 * i] | p[2 * i + 1] << 8));
+    case DType::kBF16: return Bf16ToF32(uint16_t(p[2 * i] | p[2 * i + 1] << 8));
+    case DType::kFp8E4m3: return Fp8E4m3ToF32(p[i]);
+    default: return Fp8E5m2ToF32(p[i]);
+  }
+}
+
+// q's norm and RoPE in one kernel, and K's norm and RoPE, V's norm and the paged write in
+// another, against the CPU's RmsNormRows, ApplyRopeCosSin and ConvertFromF32: the f32 values
+// within 1e-6, each narrower element the CPU's or its neighbour (the two sides' f32 values may
+// differ in the last bit, which can move a rounding), the slots no token names untouched. With a
+// V projection, without one (K=V layers: V is raw K), with V's norm (Gemma 4) and without.
+TEST(CudaDecoderOps, FusedNormRopeAndKvWriteMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  const int T = 5, N = 4, K = 2, H = 128, bs = 4, blocks = 6;
+  std::vector<float> inv(size_t(H / 2));
+  for (int i = 0; i < H / 4; ++i) inv[size_t(i)] = float(1.0 / std::pow(1e4, 2.0 * double(i) / double(H)));
+  const std::vector<int32_t> pos = {0, 5, 6, 11, 3};
+  const std::vector<int32_t> offset = {0, 0, 0, 0, 3};
+  const std::vector<int32_t> tables = {4, 1, 2, 5, 0, 3};
+  std::vector<float> cos_sin(size_t(T * H));
+  for (int t = 0; t < T; ++t) RopeCosSin(inv.data(), H / 2, pos[size_t(t)], cos_sin.data() + t * H);
+  auto dcs = DeviceBuffer<float>::From(cos_sin);
+  auto dpos = DeviceBuffer<int32_t>::From(pos);
+  auto doff = DeviceBuffer<int32_t>::From(offset);
+  auto dtab = DeviceBuffer<int32_t>::From(tables);
+  ASSERT_TRUE(dcs.ok() && dpos.ok() && doff.ok() && dtab.ok());
+  const PagedTokens tokens{dpos->data(), doff->data(), dtab->data()};
+
+  const auto q = Random(size_t(T * N * H), rng, 3.f), q_norm = Random(size_t(H), rng);
+  std::vector<float> want_q(q.size());
+  gk::RmsNormRows(q.data(), q_norm.data(), T * N, H, 1e-6f, want_q.data());
+  for (int t = 0; t < T; ++t) ApplyRopeCosSin(want_q.data() + t * N * H, N, H, cos_sin.data() + t * H);
+  auto dq = DeviceBuffer<float>::From(q);
+  auto dqn = DeviceBuffer<float>::From(q_norm);
+  ASSERT_TRUE(dq.ok() && dqn.ok());
+  ASSERT_TRUE(RmsNormRopeRows(dq->data(), dqn->data(), T, N, H, 1e-6f, dcs->data(), 0).ok());
+  EXPECT_LT(RelErr(*dq->ToHost(), want_q), 1e-6);
+
+  const auto k = Random(size_t(T * K * H), rng, 3.f), v = Random(size_t(T * K * H), rng, 3.f);
+  const auto k_norm = Random(size_t(H), rng);
+  auto dk = DeviceBuffer<float>::From(k);
+  auto dv = DeviceBuffer<float>::From(v);
+  auto dkn = DeviceBuffer<float>::From(k_norm);
+  ASSERT_TRUE(dk.ok() && dv.ok() && dkn.ok());
+  std::vector<float> want_k(k.size());
+  gk::RmsNormRows(k.data(), k_norm.data(), T * K, H, 1e-6f, want_k.data());
+  for (int t = 0; t < T; ++t) ApplyRopeCosSin(want_k.data() + t * K * H, K, H, cos_sin.data() + t * H);
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2}) {
+    for (const auto& [with_v, v_norm] : std::vector<std::pair<bool, bool>>{{true, true}, {false, true}, {true, false}}) {
+      const std::string what = StrCat(DTypeName(dt), with_v ? " with V" : " K=V", v_norm ? ", V normed" : "");
+      std::vector<float> want_v = with_v ? v : k;
+      if (v_norm) gk::RmsNormRows(want_v.data(), nullptr, T * K, H, 1e-6f, want_v.data());
+      const size_t elem = DTypeSize(dt), bytes = size_t(blocks * K * bs * H) * elem;
+      std::vector<std::byte> want_kp(bytes, std::byte{0x5a}), want_vp(bytes, std::byte{0x5a});
+      std::vector<char> written(bytes / elem, 0);
+      for (int t = 0; t < T; ++t) {
+        const int32_t block = tables[size_t(offset[size_t(t)] + pos[size_t(t)] / bs)];
+        for (int h = 0; h < K; ++h) {
+          const size_t row = size_t(((block * K + h) * bs + pos[size_t(t)] % bs) * H);
+          ConvertFromF32(dt, want_k.data() + (t * K + h) * H, H, want_kp.data() + row * elem);
+          ConvertFromF32(dt, want_v.data() + (t * K + h) * H, H, want_vp.data() + row * elem);
+          std::fill(written.begin() + int64_t(row), written.begin() + int64_t(row) + H, 1);
+        }
+      }
+      auto pk = DeviceBuffer<std::byte>::From(std::vector<std::byte>(bytes, std::byte{0x5a}));
+      auto pv = DeviceBuffer<std::byte>::From(std::vector<std::byte>(bytes, std::byte{0x5a}));
+      ASSERT_TRUE(pk.ok() && pv.ok());
+      const Status st = PagedKvNormWrite(dk->data(), with_v ? dv->data() : nullptr, dkn->data(), v_norm, T, K, H, 1e-6f,
+                                         dcs->data(), tokens, bs, dt, pk->data(), pv->data(), 0);
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (const auto& [got, want, name] : {std::tuple{*pk->ToHost(), want_kp, "K"}, std::tuple{*pv->ToHost(), want_vp, "V"}}) {
+        for (size_t i = 0; i < written.size(); ++i) {
+          if (!written[i]) {
+            ASSERT_EQ(std::memcmp(got.data() + i * elem, want.data() + i * elem, elem), 0) << what << " " << name << " slot " << i;
+            continue;
+          }
+          const float g = PoolValue(dt, got, i), e = PoolValue(dt, want, i);
+          if (dt == DType::kF32) {
+            ASSERT_NEAR(g, e, 1e-6f * 8.f) << what << " " << name << " " << i;
+          } else if (g != e) {  // a neighbour: one step of the dtype's grid at that magnitude
+            const int mantissa = dt == DType::kF16 ? 10 : dt == DType::kBF16 ? 7 : dt == DType::kFp8E4m3 ? 3 : 2;
+            const float subnormal_step = dt == DType::kFp8E4m3 ? 0x1p-9f : dt == DType::kFp8E5m2 ? 0x1p-16f : 0x1p-24f;
+            ASSERT_LE(std::fabs(g - e), std::ldexp(std::max(std::fabs(g), std::fabs(e)), -mantissa) + subnormal_step)
+                << what << " " << name << " " << i << ": " << g << " vs " << e;
+          }
+        }
+      }
+    }
   }
 }
 

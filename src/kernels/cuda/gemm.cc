@@ -116,8 +116,29 @@ Status GemmRunner::Ensure(size_t elements, int terms) {
   return Status::Ok();
 }
 
+int GemmRunner::Terms() const {
+  return ActiveBf16Activations() != Bf16Activations::kSplit ? 1 : exact_split_ ? 3 : 2;
+}
+
+Result<Bf16Staging> GemmRunner::StagingFor(size_t n) {
+  staged_terms_ = Terms();
+  GK_RETURN_IF_ERROR(Ensure(n, staged_terms_));
+  return Bf16Staging{staging_[0].data(), staged_terms_ > 1 ? staging_[1].data() : nullptr,
+                     staged_terms_ > 2 ? staging_[2].data() : nullptr};
+}
+
+Status GemmRunner::RunStaged(const DeviceMatrix& w, const float* x_f32, int64_t T, float* y) {
+  if (T == 0) return Status::Ok();
+  if (w.dtype == DType::kF32) return RunPrepared(w, x_f32, T, y, 0.f);
+  if (w.dtype != DType::kBF16) return Status::Error(StrCat("the GPU runs bf16 or f32 weights, not ", DTypeName(w.dtype)));
+  if (staged_terms_ == 0) return Status::Error("RunStaged without StagingFor");
+  for (int i = 0; i < staged_terms_; ++i) GK_RETURN_IF_ERROR(RunPrepared(w, staging_[size_t(i)].data(), T, y, i ? 1.f : 0.f));
+  return Status::Ok();
+}
+
 Result<int> GemmRunner::Stage(const float* x, size_t n) {
-  const int terms = ActiveBf16Activations() != Bf16Activations::kSplit ? 1 : exact_split_ ? 3 : 2;
+  const int terms = Terms();
+  staged_terms_ = 0;  // (the buffers now hold x, not what StagingFor's caller wrote)
   GK_RETURN_IF_ERROR(Ensure(n, terms));
   GK_RETURN_IF_ERROR(SplitToBf16(x, int64_t(n), staging_[0].data(), terms > 1 ? staging_[1].data() : nullptr,
                                  terms > 2 ? staging_[2].data() : nullptr, stream_));

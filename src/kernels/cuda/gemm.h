@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 
+#include "kernels/cuda/bf16_staging.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "tensor/dtype.h"
 #include "util/result.h"
@@ -64,6 +65,13 @@ class GemmRunner {
   // y = x · Wᵀ (beta 0) or y += x · Wᵀ (accumulate). x: T rows of W.cols f32 (device). For bf16
   // W, x is first converted into this runner's staging buffer. Queued on the stream.
   Status Run(const DeviceMatrix& w, const float* x, int64_t T, float* y, bool accumulate = false);
+  // Products that share an input, converted once by the kernel that makes it: StagingFor(n)
+  // gives the bf16 buffers of n activations in the active mode (Bf16Staging: 1, 2 or 3 terms),
+  // which that kernel fills beside its f32 output; RunStaged then runs y = x · Wᵀ on them (x_f32,
+  // the f32 output, for f32 W), as Run would. The buffers hold until the next Run, RunInputGrad
+  // or StagingFor.
+  Result<Bf16Staging> StagingFor(size_t n);
+  Status RunStaged(const DeviceMatrix& w, const float* x_f32, int64_t T, float* y);
   // y = x · Wᵀ + beta · y with x already in W's dtype (T rows of W.cols).
   Status RunPrepared(const DeviceMatrix& w, const void* x, int64_t T, float* y, float beta);
   // The backward pass's input gradient dx = dy · W (dx += with accumulate): dy is T rows of
@@ -97,12 +105,15 @@ class GemmRunner {
   Status Ensure(size_t elements, int terms);
   // Converts x (n floats) into the staging buffers: 1 term in the round mode, 2 or 3 in split.
   Result<int> Stage(const float* x, size_t n);
+  // The terms the active mode takes: 1 (round), 2 (split) or 3 (exact split).
+  int Terms() const;
 
   cudaStream_t stream_ = nullptr;
   void* handle_ = nullptr;  // cublasLtHandle_t
   DeviceBuffer<std::byte> workspace_;
   std::array<DeviceBuffer<uint16_t>, 3> staging_;  // x as bf16 (and its remainders, split mode)
   uint64_t staging_moves_ = 0;
+  int staged_terms_ = 0;  // what the last StagingFor asked for (RunStaged)
   bool exact_split_ = false;
   // Keyed by (dtype, M, N, K, ldx, ldw, ldy, stride_x, stride_w, stride_y, batch, x_trans, w_trans).
   std::map<std::array<int64_t, 13>, std::unique_ptr<Algo>> algos_;

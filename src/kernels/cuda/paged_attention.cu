@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/bf16_staging.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/kv_convert.cuh"
@@ -12,6 +13,12 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kPerLane = kMaxHeadDim / 32;  // head-dim elements each lane holds
+
+// One output element, and its bf16 terms where o_proj's product reads them.
+__device__ inline void Output(const PagedAttentionArgs& a, int64_t i, float v) {
+  a.out[i] = v;
+  if (a.out_staged.hi) StageBf16(a.out_staged, i, v);
+}
 
 // Groups of more than 16 query heads per KV head. Grid (T, N), kWarps warps. Lane l of a warp
 // holds elements l, l + 32, ... of q and of the output row; warp w takes positions lo + w,
@@ -80,11 +87,11 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
     L += sl[w] * weight[w];
   }
   const float inv = 1.f / L;
-  float* out = a.out + (t * a.num_heads + head) * H;
+  const int64_t at = (t * a.num_heads + head) * H;
   for (int d = threadIdx.x; d < H; d += blockDim.x) {
     float acc = 0.f;
     for (int w = 0; w < kWarps; ++w) acc += so[w][d] * weight[w];
-    out[d] = acc * inv;
+    Output(a, at + d, acc * inv);
   }
 }
 
@@ -167,12 +174,12 @@ __global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttenti
     if (j >= g) continue;
     const int h = kh * g + j;
     if (a.splits == 1) {
-      float* out = a.out + (t * a.num_heads + h) * H;
+      const int64_t at = (t * a.num_heads + h) * H;
       const float inv = 1.f / l[u];
 #pragma unroll
       for (int i = 0; i < kLane; ++i) {
         const int d = i * 32 + lane;
-        if (d < H) out[d] = o[u][i] * inv;
+        if (d < H) Output(a, at + d, o[u][i] * inv);
       }
     } else {  // [m, l, o] of this split (an empty split: -inf, 0, zeros)
       float* part = a.workspace + ((int64_t(blockIdx.x) * a.num_heads + h) * a.splits + split) * (H + 2);
@@ -201,14 +208,14 @@ __global__ void MergeSplitsKernel(PagedAttentionArgs a) {
     const float ms = part[s * (H + 2)];
     if (ms != -INFINITY) L += part[s * (H + 2) + 1] * expf(ms - M);
   }
-  float* out = a.out + (t * a.num_heads + h) * H;
+  const int64_t at = (t * a.num_heads + h) * H;
   for (int d = threadIdx.x; d < H; d += blockDim.x) {
     float acc = 0.f;
     for (int s = 0; s < a.splits; ++s) {
       const float ms = part[s * (H + 2)];
       if (ms != -INFINITY) acc += part[s * (H + 2) + 2 + d] * expf(ms - M);
     }
-    out[d] = acc / L;
+    Output(a, at + d, acc / L);
   }
 }
 

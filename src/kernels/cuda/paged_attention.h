@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/bf16_staging.h"
 #include "kernels/cuda/decoder_ops.h"
 #include "tensor/dtype.h"
 #include "util/result.h"
@@ -41,6 +42,7 @@ struct PagedAttentionArgs {
   DType dtype = DType::kF16;  // kF32, kF16, kBF16, kFp8E4m3 or kFp8E5m2
   int splits = 1;              // ranges of positions per token, merged after (1: none)
   float* workspace = nullptr;  // splits > 1: PagedAttentionWorkspaceFloats floats (device)
+  Bf16Staging out_staged;      // out's bf16 terms too, for o_proj's product (hi null: none)
 };
 
 inline constexpr int kMaxHeadDim = 512;

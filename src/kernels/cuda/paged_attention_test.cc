@@ -149,6 +149,12 @@ struct AttentionCase {
 };
 
 const Shape kShapes[] = {{8, 2, 256, 0}, {4, 4, 512, 0}, {8, 1, 256, 37}};
+
+// The outputs' bf16 copy for o_proj (out_staged) is each output rounded to bf16.
+void ExpectBf16Copy(const DeviceBuffer<uint16_t>& hi, const std::vector<float>& out, const std::string& what) {
+  const auto h = *hi.ToHost();
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(h[i], F32ToBf16(out[i])) << what << " " << i;
+}
 const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2};
 
 // Whole, and with each token's positions cut into 3 and 7 ranges merged after (the splits of a
@@ -165,11 +171,15 @@ TEST(CudaPagedAttention, MatchesTheCpuKernel) {
         auto ws = DeviceBuffer<float>::Allocate(size_t(std::max<int64_t>(1, PagedAttentionWorkspaceFloats(a))));
         ASSERT_TRUE(ws.ok());
         a.workspace = ws->data();
+        auto staged = DeviceBuffer<uint16_t>::From(std::vector<uint16_t>(c.want.size(), 0xffff));
+        ASSERT_TRUE(staged.ok());
+        if (dt == DType::kBF16) a.out_staged.hi = staged->data();  // (one dtype: the copy is the kernels' last step)
         const Status st = PagedAttention(a, 0);
         ASSERT_TRUE(st.ok()) << st.message();
         auto got = c.dout.ToHost();
         ASSERT_TRUE(got.ok()) << got.message();
         EXPECT_LT(RelErr(*got, c.want), 1e-5) << c.Name() << " splits=" << splits;
+        if (dt == DType::kBF16) ExpectBf16Copy(*staged, *got, StrCat(c.Name(), " splits=", splits));
       }
     }
   }
@@ -180,9 +190,15 @@ TEST(CudaPagedAttention, WideGroupsTakeThePerHeadKernel) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
   AttentionCase c(Shape{32, 1, 256, 0}, DType::kF16, rng);
-  const Status st = PagedAttention(c.Args(), 0);
+  PagedAttentionArgs a = c.Args();
+  auto staged = DeviceBuffer<uint16_t>::From(std::vector<uint16_t>(c.want.size(), 0xffff));
+  ASSERT_TRUE(staged.ok());
+  a.out_staged.hi = staged->data();
+  const Status st = PagedAttention(a, 0);
   ASSERT_TRUE(st.ok()) << st.message();
-  EXPECT_LT(RelErr(*c.dout.ToHost(), c.want), 1e-5) << c.Name();
+  const auto got = *c.dout.ToHost();
+  EXPECT_LT(RelErr(got, c.want), 1e-5) << c.Name();
+  ExpectBf16Copy(*staged, got, c.Name());
 }
 
 TEST(CudaPagedAttention, ChoosesSplitsForSmallBatches) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/bf16_staging.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_memory.h"
 
@@ -10,20 +11,35 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One block per row: the row's 1/rms by a block reduction, then the scaled row.
-__global__ void RmsNormKernel(const float* x, const float* w, int64_t n, float eps, float* y) {
-  const float* xr = x + blockIdx.x * n;
-  float* yr = y + blockIdx.x * n;
+// One block per row: the row's 1/rms by a block reduction, then the scaled row (and its bf16
+// terms). xr is the block's row; y and staged are the whole output, of which it writes row
+// blockIdx.x.
+__device__ void NormRow(const float* xr, const float* w, int64_t n, float eps, float* y, const Bf16Staging& staged) {
   const float inv = RowInvRms(xr, n, eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * inv * w[i] : xr[i] * inv;
+  const int64_t at = blockIdx.x * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = w ? xr[i] * inv * w[i] : xr[i] * inv;
+    y[at + i] = v;
+    if (staged.hi) StageBf16(staged, at + i, v);
+  }
 }
 
-// x[r] += RMSNorm(y[r]) · w.
-__global__ void RmsNormAddKernel(const float* y, const float* w, int64_t n, float eps, float* x) {
+__global__ void RmsNormKernel(const float* x, const float* w, int64_t n, float eps, float* y, Bf16Staging staged) {
+  NormRow(x + blockIdx.x * n, w, n, eps, y, staged);
+}
+
+// x[r] = (x[r] + RMSNorm(y[r]) · w) · scale, then the next norm of the new row if asked.
+__global__ void RmsNormAddKernel(const float* y, const float* w, int64_t n, float eps, float* x, float scale, ThenNorm then) {
   const float* yr = y + blockIdx.x * n;
   float* xr = x + blockIdx.x * n;
   const float inv = RowInvRms(yr, n, eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] += yr[i] * inv * w[i];
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = xr[i] + yr[i] * inv * w[i];
+    xr[i] = scale == 1.f ? v : v * scale;
+  }
+  if (then.out == nullptr) return;
+  __syncthreads();  // the whole row, written by the whole block
+  NormRow(xr, then.w, n, eps, then.out, then.staged);
 }
 
 __device__ float GeluTanh(float x) {
@@ -31,9 +47,11 @@ __device__ float GeluTanh(float x) {
   return 0.5f * x * (1.f + tanhf(kC * (x + 0.044715f * x * x * x)));
 }
 
-__global__ void GeluTanhMulKernel(const float* gate, const float* up, int64_t n, float* out) {
+__global__ void GeluTanhMulKernel(const float* gate, const float* up, int64_t n, float* out, Bf16Staging staged) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    out[i] = GeluTanh(gate[i]) * up[i];
+    const float v = GeluTanh(gate[i]) * up[i];
+    out[i] = v;
+    if (staged.hi) StageBf16(staged, i, v);
   }
 }
 
@@ -57,15 +75,16 @@ int Blocks(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThrea
 
 }  // namespace
 
-Status RmsNormRows(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y, cudaStream_t stream) {
+Status RmsNormRows(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y, cudaStream_t stream,
+                   Bf16Staging staged) {
   if (rows == 0) return Status::Ok();
-  RmsNormKernel<<<unsigned(rows), kThreads, 0, stream>>>(x, w, n, eps, y);
+  RmsNormKernel<<<unsigned(rows), kThreads, 0, stream>>>(x, w, n, eps, y, staged);
   return CheckLaunch("RmsNormKernel");
 }
 
-Status GeluTanhMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
+Status GeluTanhMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream, Bf16Staging staged) {
   if (n == 0) return Status::Ok();
-  GeluTanhMulKernel<<<Blocks(n), kThreads, 0, stream>>>(gate, up, n, out);
+  GeluTanhMulKernel<<<Blocks(n), kThreads, 0, stream>>>(gate, up, n, out, staged);
   return CheckLaunch("GeluTanhMulKernel");
 }
 
@@ -75,9 +94,10 @@ Status Softcap(float* x, int64_t n, float cap, cudaStream_t stream) {
   return CheckLaunch("SoftcapKernel");
 }
 
-Status RmsNormAddRows(const float* y, const float* w, int64_t rows, int64_t n, float eps, float* x, cudaStream_t stream) {
+Status RmsNormAddRows(const float* y, const float* w, int64_t rows, int64_t n, float eps, float* x, cudaStream_t stream,
+                      float scale, const ThenNorm& then) {
   if (rows == 0) return Status::Ok();
-  RmsNormAddKernel<<<unsigned(rows), kThreads, 0, stream>>>(y, w, n, eps, x);
+  RmsNormAddKernel<<<unsigned(rows), kThreads, 0, stream>>>(y, w, n, eps, x, scale, then);
   return CheckLaunch("RmsNormAddKernel");
 }
 

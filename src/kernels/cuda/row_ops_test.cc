@@ -81,5 +81,81 @@ TEST(CudaRowOps, GeluSoftcapAndEmbeddingMatchTheCpu) {
   }
 }
 
+// Device bf16 buffers poisoned with 0xffff (a NaN) and the staging of `terms` of them.
+struct StagingBuffers {
+  DeviceBuffer<uint16_t> hi, lo, lo2;
+  explicit StagingBuffers(size_t n) {
+    for (DeviceBuffer<uint16_t>* b : {&hi, &lo, &lo2}) {
+      auto made = DeviceBuffer<uint16_t>::From(std::vector<uint16_t>(n, 0xffff));
+      EXPECT_TRUE(made.ok());
+      if (made.ok()) *b = std::move(*made);
+    }
+  }
+  Bf16Staging Terms(int terms) { return {hi.data(), terms > 1 ? lo.data() : nullptr, terms > 2 ? lo2.data() : nullptr}; }
+  // Each value's terms, as SplitToBf16 makes them: hi rounded to nearest even, lo what hi leaves
+  // (rounded), lo2 the rest; buffers past `terms` untouched.
+  void ExpectTermsOf(const std::vector<float>& y, int terms, const char* what) {
+    const auto h = *hi.ToHost(), l = *lo.ToHost(), l2 = *lo2.ToHost();
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_EQ(h[i], F32ToBf16(y[i])) << what << " " << i;
+      const float r = y[i] - Bf16ToF32(h[i]);
+      ASSERT_EQ(l[i], terms > 1 ? F32ToBf16(r) : 0xffff) << what << " " << i;
+      if (terms > 2) ASSERT_EQ(double(Bf16ToF32(h[i])) + Bf16ToF32(l[i]) + Bf16ToF32(l2[i]), double(y[i])) << what << " " << i;
+      else ASSERT_EQ(l2[i], 0xffff) << what << " " << i;
+    }
+  }
+};
+
+// The fused residual add: x = (x + RMSNorm(y)·w)·scale, then the next norm of the new row, as
+// the CPU's two norms compute them; the norms and the gate write their bf16 terms beside their
+// f32 outputs in every mode (1, 2 or 3 terms).
+TEST(CudaRowOps, FusedResidualNormAndBf16CopiesMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(std::random_device{}());
+  const int64_t rows = 5, n = 640;
+  const auto y = Random(size_t(rows * n), rng, 5.f), w = Random(size_t(n), rng), w2 = Random(size_t(n), rng);
+  const auto base = Random(size_t(rows * n), rng), up = Random(size_t(rows * n), rng);
+  for (const float scale : {1.f, 0.375f}) {
+    std::vector<float> normed(y.size()), want_x = base, want_out(y.size());
+    gk::RmsNormRows(y.data(), w.data(), rows, n, 1e-6f, normed.data());
+    for (size_t i = 0; i < want_x.size(); ++i) want_x[i] = (want_x[i] + normed[i]) * scale;
+    gk::RmsNormRows(want_x.data(), w2.data(), rows, n, 1e-6f, want_out.data());
+    for (int terms : {1, 2, 3}) {
+      auto dy = DeviceBuffer<float>::From(y);
+      auto dw = DeviceBuffer<float>::From(w);
+      auto dw2 = DeviceBuffer<float>::From(w2);
+      auto dx = DeviceBuffer<float>::From(base);
+      auto dout = DeviceBuffer<float>::From(Poison(y.size()));
+      ASSERT_TRUE(dy.ok() && dw.ok() && dw2.ok() && dx.ok() && dout.ok());
+      StagingBuffers staged(y.size());
+      ASSERT_TRUE(RmsNormAddRows(dy->data(), dw->data(), rows, n, 1e-6f, dx->data(), 0, scale,
+                                 {dw2->data(), dout->data(), staged.Terms(terms)}).ok());
+      EXPECT_LT(RelErr(*dx->ToHost(), want_x), 1e-5) << "scale " << scale;
+      const auto out = *dout->ToHost();
+      EXPECT_LT(RelErr(out, want_out), 1e-5) << "scale " << scale;
+      staged.ExpectTermsOf(out, terms, "fused residual norm");
+    }
+  }
+  // The plain norm and the gate with their bf16 terms.
+  for (int terms : {1, 3}) {
+    auto dy = DeviceBuffer<float>::From(y);
+    auto dup = DeviceBuffer<float>::From(up);
+    auto dout = DeviceBuffer<float>::From(Poison(y.size()));
+    ASSERT_TRUE(dy.ok() && dup.ok() && dout.ok());
+    StagingBuffers norm_terms(y.size()), gate_terms(y.size());
+    ASSERT_TRUE(RmsNormRows(dy->data(), nullptr, rows, n, 1e-6f, dout->data(), 0, norm_terms.Terms(terms)).ok());
+    std::vector<float> want(y.size());
+    gk::RmsNormRows(y.data(), nullptr, rows, n, 1e-6f, want.data());
+    auto out = *dout->ToHost();
+    EXPECT_LT(RelErr(out, want), 1e-5);
+    norm_terms.ExpectTermsOf(out, terms, "norm");
+    ASSERT_TRUE(GeluTanhMul(dy->data(), dup->data(), rows * n, dout->data(), 0, gate_terms.Terms(terms)).ok());
+    out = *dout->ToHost();
+    for (size_t i = 0; i < y.size(); ++i) want[i] = gk::GeluTanh(y[i]) * up[i];
+    EXPECT_LT(RelErr(out, want), 1e-5);
+    gate_terms.ExpectTermsOf(out, terms, "gate");
+  }
+}
+
 }  // namespace
 }  // namespace gk::cuda

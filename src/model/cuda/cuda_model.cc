@@ -135,6 +135,7 @@ struct CudaModel::Impl {
   int multiprocessors = 1;
   cuda::PrefillAttention prefill_attention;
   bool pick_tokens = false;  // this pass picks with PickTokens (else ArgMaxRows)
+  bool input_normed = false;  // xn holds the next layer's normed input (LastResidualAdd)
 
   // Decode steps as CUDA graphs, one per batch size (RunDecodeGraph).
   struct PoolKey {  // what a captured graph knows of its pool
@@ -200,6 +201,7 @@ struct CudaModel::Impl {
   Status PerLayerInputs(const int32_t* tokens, int64_t T);
   Status MoeBlock(int l, int64_t T);
   Status PerLayerInputBlock(int l, int64_t T);
+  Status LastResidualAdd(int l, int64_t T, const float* norm);
   Result<DeviceAdapter*> AdapterOnDevice(const LoraWeights& weights);
   Status PrepareLora();
   Status ApplyLora(int l, LoraTarget t, const float* x, float* y);
@@ -548,6 +550,7 @@ Status CudaModel::Impl::Forward(int64_t T, int64_t R, PagedKvPool& pool, const c
   const int32_t* d_ids = meta.data();
   GK_RETURN_IF_ERROR(cuda::EmbedRows(w.embed.data, w.embed.dtype, w.embed.rows, D, d_ids, T, embed_scale, -1, x.data(), stream));
   if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PerLayerInputs(d_ids, T));
+  input_normed = false;
   for (int l = 0; l < c.num_layers; ++l) GK_RETURN_IF_ERROR(Layer(l, T, pool, tokens));
   if (R == 0) return Status::Ok();
   GK_RETURN_IF_ERROR(cuda::GatherRows(x.data(), D, d_rows, R, xn.data(), stream));
@@ -560,7 +563,7 @@ Status CudaModel::Impl::Forward(int64_t T, int64_t R, PagedKvPool& pool, const c
 
 // A decode step of T tokens: the first of its size runs eagerly (cuBLASLt chooses its
 // algorithms, staging buffers grow), the next is captured as a CUDA graph, and from then on the
-// graph replays, one launch instead of some twenty per layer. A graph is captured again when a
+// graph replays, one launch instead of some thirteen per layer. A graph is captured again when a
 // buffer it reads has moved or the step runs on another pool.
 Status CudaModel::Impl::RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, const cuda::PagedTokens tokens[2]) {
   PoolKey key{pool.block_size(), pool.dtype(), {}};
@@ -590,6 +593,8 @@ Status CudaModel::Impl::RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, 
     g.pool = std::move(key);
     Status made = queued.ok() ? captured : queued;
     if (made.ok()) made = Check(cudaGraphInstantiate(&g.exec, graph, 0), "instantiating a decode step's graph");
+    size_t nodes = 0;
+    if (made.ok() && cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess) graph_stats.nodes = int64_t(nodes);
     if (graph != nullptr) cudaGraphDestroy(graph);
     if (!made.ok()) {  // nothing ran while capturing: the step runs eagerly, and so do the next
       std::fprintf(stderr, "warning: %s; decode steps on %s run without CUDA graphs from now on\n",
@@ -612,27 +617,26 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
   const float* cos_sin = rope_table.data() + rope_offset[size_t(rope.slot[size_t(l)])];
   const int g = int(LayerKvGroup(c, l));
 
-  // Attention: projections, q/k/v norms, RoPE, the KV write, softmax(q·k)·v, o_proj.
-  GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.input_norm, T, D, eps, xn.data(), stream));
-  GK_RETURN_IF_ERROR(gemm->Run(L.q, xn.data(), T, q.data()));
+  // Attention: projections (x normed once, converted to bf16 once for all three), q's norm and
+  // RoPE in one kernel, K's and V's norms, RoPE and the KV write in another, softmax(q·k)·v, o_proj.
+  if (!input_normed) {  // (else the previous layer's last residual add normed it)
+    GK_ASSIGN_OR_RETURN(const cuda::Bf16Staging staged, gemm->StagingFor(size_t(T * D)));
+    GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.input_norm, T, D, eps, xn.data(), stream, staged));
+  }
+  input_normed = false;
+  GK_RETURN_IF_ERROR(gemm->RunStaged(L.q, xn.data(), T, q.data()));
   GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kQ, xn.data(), q.data()));
-  GK_RETURN_IF_ERROR(cuda::RmsNormRows(q.data(), L.q_norm, T * N, H, eps, q.data(), stream));
-  GK_RETURN_IF_ERROR(cuda::RopeRows(q.data(), T, N, H, cos_sin, stream));
+  GK_RETURN_IF_ERROR(cuda::RmsNormRopeRows(q.data(), L.q_norm, T, N, H, eps, cos_sin, stream));
   if (!c.IsKvShared(l)) {
-    GK_RETURN_IF_ERROR(gemm->Run(L.k, xn.data(), T, k.data()));
+    GK_RETURN_IF_ERROR(gemm->RunStaged(L.k, xn.data(), T, k.data()));
     GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kK, xn.data(), k.data()));
-    if (L.v.empty()) {  // K=V layer: V is the raw K projection, before k_norm and RoPE
-      GK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(v.data(), k.data(), size_t(T * K * H) * sizeof(float),
-                                               cudaMemcpyDeviceToDevice, stream), "copying K to V"));
-    } else {
-      GK_RETURN_IF_ERROR(gemm->Run(L.v, xn.data(), T, v.data()));
+    if (!L.v.empty()) {  // (else a K=V layer: V is the raw K projection, before k_norm and RoPE)
+      GK_RETURN_IF_ERROR(gemm->RunStaged(L.v, xn.data(), T, v.data()));
       GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kV, xn.data(), v.data()));
     }
-    GK_RETURN_IF_ERROR(cuda::RmsNormRows(k.data(), L.k_norm, T * K, H, eps, k.data(), stream));
-    GK_RETURN_IF_ERROR(cuda::RopeRows(k.data(), T, K, H, cos_sin, stream));
-    if (c.arch == Arch::kGemma4) GK_RETURN_IF_ERROR(cuda::RmsNormRows(v.data(), nullptr, T * K, H, eps, v.data(), stream));
-    GK_RETURN_IF_ERROR(cuda::PagedKvWrite(k.data(), v.data(), T, int(K), int(H), tokens[g], pool.block_size(),
-                                          pool.dtype(), pool.KData(l), pool.VData(l), stream));
+    GK_RETURN_IF_ERROR(cuda::PagedKvNormWrite(k.data(), L.v.empty() ? nullptr : v.data(), L.k_norm,
+                                              c.arch == Arch::kGemma4, T, int(K), int(H), eps, cos_sin, tokens[g],
+                                              pool.block_size(), pool.dtype(), pool.KData(l), pool.VData(l), stream));
   }
   const int source = c.KvSourceLayer(l);
   const int window = c.IsFull(source) ? 0 : c.sliding_window;
@@ -679,27 +683,49 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     std::tie(a.splits, need) = DecodeAttention(l);
     if (attention_splits.size() < size_t(need)) return Status::Error("decode attention's workspace was not reserved");
     a.workspace = attention_splits.data();
+    if (long_runs.empty()) {  // every row's output comes from here: o_proj's input converted as made
+      GK_ASSIGN_OR_RETURN(a.out_staged, gemm->StagingFor(size_t(T * N * H)));
+    }
     GK_RETURN_IF_ERROR(cuda::PagedAttention(a, stream));
   }
-  GK_RETURN_IF_ERROR(gemm->Run(L.o, att.data(), T, out.data()));
+  if (long_runs.empty()) {
+    GK_RETURN_IF_ERROR(gemm->RunStaged(L.o, att.data(), T, out.data()));
+  } else {
+    GK_RETURN_IF_ERROR(gemm->Run(L.o, att.data(), T, out.data()));
+  }
   GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kO, att.data(), out.data()));
-  GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_attn_norm, T, D, eps, x.data(), stream));
 
-  // GeGLU MLP.
-  GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.pre_ffw_norm, T, D, eps, xn.data(), stream));
-  GK_RETURN_IF_ERROR(gemm->Run(L.gate, xn.data(), T, gate.data()));
+  // GeGLU MLP: the residual add and the MLP's input norm in one kernel, converted once for gate
+  // and up; the gate's product converted for down as it is made.
+  GK_ASSIGN_OR_RETURN(const cuda::Bf16Staging mlp_in, gemm->StagingFor(size_t(T * D)));
+  GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_attn_norm, T, D, eps, x.data(), stream, 1.f,
+                                          {L.pre_ffw_norm, xn.data(), mlp_in}));
+  GK_RETURN_IF_ERROR(gemm->RunStaged(L.gate, xn.data(), T, gate.data()));
   GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kGate, xn.data(), gate.data()));
-  GK_RETURN_IF_ERROR(gemm->Run(L.up, xn.data(), T, up.data()));
+  GK_RETURN_IF_ERROR(gemm->RunStaged(L.up, xn.data(), T, up.data()));
   GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kUp, xn.data(), up.data()));
-  GK_RETURN_IF_ERROR(cuda::GeluTanhMul(gate.data(), up.data(), T * F, gate.data(), stream));
-  GK_RETURN_IF_ERROR(gemm->Run(L.down, gate.data(), T, out.data()));
+  GK_ASSIGN_OR_RETURN(const cuda::Bf16Staging down_in, gemm->StagingFor(size_t(T * F)));
+  GK_RETURN_IF_ERROR(cuda::GeluTanhMul(gate.data(), up.data(), T * F, gate.data(), stream, down_in));
+  GK_RETURN_IF_ERROR(gemm->RunStaged(L.down, gate.data(), T, out.data()));
   GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kDown, gate.data(), out.data()));
   if (c.enable_moe_block) GK_RETURN_IF_ERROR(MoeBlock(l, T));  // out ← norm(dense) + norm(experts)
+  if (c.hidden_size_per_layer_input == 0) return LastResidualAdd(l, T, L.post_ffw_norm);
   GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_ffw_norm, T, D, eps, x.data(), stream));
+  return PerLayerInputBlock(l, T);
+}
 
-  if (c.hidden_size_per_layer_input > 0) GK_RETURN_IF_ERROR(PerLayerInputBlock(l, T));
-  if (L.layer_scalar != 1.f) GK_RETURN_IF_ERROR(cuda::ScaleRows(x.data(), T * D, L.layer_scalar, stream));
-  return Status::Ok();
+// x = (x + RMSNorm(out) · norm) · layer_scalar, the layer's last residual add; where a layer
+// follows, the same kernel norms the new x for it (its input norm, converted for q, k and v).
+Status CudaModel::Impl::LastResidualAdd(int l, int64_t T, const float* norm) {
+  cuda::ThenNorm then;
+  if (l + 1 < c.num_layers) {
+    GK_ASSIGN_OR_RETURN(then.staged, gemm->StagingFor(size_t(T * c.hidden_size)));
+    then.w = w.layers[size_t(l + 1)].input_norm;
+    then.out = xn.data();
+    input_normed = true;
+  }
+  return cuda::RmsNormAddRows(out.data(), norm, T, c.hidden_size, c.rms_norm_eps, x.data(), stream,
+                              w.layers[size_t(l)].layer_scalar, then);
 }
 
 // out = RMSNorm(out; post_ffw_norm_1) + RMSNorm(Σ_top-k w_e · expert_e(RMSNorm(x; pre_ffw_norm_2)); post_ffw_norm_2)
@@ -761,14 +787,14 @@ Status CudaModel::Impl::PerLayerInputs(const int32_t* tokens, int64_t T) {
   return gk::PerLayerInputs(c, w, *gemm, x.data(), tokens, T, ple_embed_scale, ple.data(), ple_tok.data(), stream);
 }
 
-// x += RMSNorm(W_proj(gelu_tanh(W_gate x) · ple[:, l, :]); post_per_layer_input_norm)
+// x = (x + RMSNorm(W_proj(gelu_tanh(W_gate x) · ple[:, l, :]); post_per_layer_input_norm)) · layer_scalar
 Status CudaModel::Impl::PerLayerInputBlock(int l, int64_t T) {
   const DeviceLayer& L = w.layers[size_t(l)];
-  const int64_t D = c.hidden_size, P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
+  const int64_t P = c.hidden_size_per_layer_input, LP = int64_t(c.num_layers) * P;
   GK_RETURN_IF_ERROR(gemm->Run(L.ple_gate, x.data(), T, ple_gate.data()));
   GK_RETURN_IF_ERROR(cuda::GeluTanhMulRows(ple_gate.data(), P, ple.data() + int64_t(l) * P, LP, T, P, ple_gate.data(), P, stream));
   GK_RETURN_IF_ERROR(gemm->Run(L.ple_proj, ple_gate.data(), T, out.data()));
-  return cuda::RmsNormAddRows(out.data(), L.post_ple_norm, T, D, c.rms_norm_eps, x.data(), stream);
+  return LastResidualAdd(l, T, L.post_ple_norm);
 }
 
 // The adapter's factors on the device: uploaded the first time a pass uses it, then kept.

@@ -40,6 +40,7 @@ struct CudaModelOptions {
 struct CudaGraphStats {
   int64_t captured = 0;  // graphs captured (again, after a buffer moved or another pool)
   int64_t replayed = 0;  // decode steps run by replaying one
+  int64_t nodes = 0;     // operations (kernels, copies) in the graph captured last: one decode step's
 };
 
 class CudaModel final : public ModelRunner {

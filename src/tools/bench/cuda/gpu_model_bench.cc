@@ -174,6 +174,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
   r["graphs_captured"] = graphs.captured;
   r["moe"] = c.enable_moe_block;
   r["graph_replays"] = graphs.replayed;
+  r["graph_nodes"] = graphs.nodes;
   return r;
 }
 
@@ -208,7 +209,9 @@ std::string FormatGpuModelBench(const nlohmann::json& r) {
     out += "graphs   none: MoE decode steps route on the host between kernels, and run eagerly\n";
   } else if (r["cuda_graphs"].get<bool>()) {
     out += "graphs   decode steps as CUDA graphs: " + std::to_string(r["graphs_captured"].get<int64_t>()) + " captured, " +
-           std::to_string(r["graph_replays"].get<int64_t>()) + " steps replayed\n";
+           std::to_string(r["graph_replays"].get<int64_t>()) + " steps replayed, " +
+           std::to_string(r["graph_nodes"].get<int64_t>()) + " operations (kernels, copies) per step over " +
+           std::to_string(r["layers"].get<int>()) + " layers\n";
   } else {
     out += "graphs   none: every step launched eagerly (--enforce-eager)\n";
   }
