@@ -11,7 +11,9 @@
 #                                               then runs `gemmakit devices`, the GPU tests
 #                                               (gemmakit_tests' Cuda* suites, the ctest label
 #                                               `cuda`), `bench model --device cuda` on the 31B
-#                                               and E4B shapes (random weights made on the GPU),
+#                                               and E4B shapes (random weights made on the GPU;
+#                                               the 31B's prefill also with the flash kernel, its
+#                                               decode also with the GEMV kernel),
 #                                               `bench train --device cuda` on the 31B shape and
 #                                               the tiny recipe trained on the GPU, the
 #                                               GPU trainer against the PyTorch oracle and
@@ -179,6 +181,9 @@ run)
   # The prefill again with the fused attention kernel instead of cuBLASLt products.
   step bench_31b_flash 60 "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2 --batch 0 --gen-len 16 \
     --prefill-attention flash
+  # Decode at batch 1 with the weight products through the GEMV kernel instead of cuBLASLt.
+  step bench_31b_gemv 75 "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2 --batch 0 \
+    --decode-products gemv
   step bench_e4b 60 "$gk" bench model --device cuda --preset e4b --repeats 2
   # What the decode graphs save where launches outnumber the bytes (E4B's small layers).
   step bench_e4b_eager 45 "$gk" bench model --device cuda --preset e4b --repeats 2 --batch 0 --enforce-eager

@@ -54,6 +54,11 @@ int RunBench(int argc, char** argv) {
   model->add_option("--prefill-attention", prefill_attention,
                     "--device cuda: prefill attention through cuBLASLt products (default) or the fused flash kernel")
       ->check(CLI::IsMember({"products", "flash"}));
+  std::string decode_products = "cublaslt";
+  model->add_option("--decode-products", decode_products,
+                    "--device cuda: decode steps' weight products (1 to 8 tokens) through cuBLASLt (default) or "
+                    "gemmakit's GEMV kernel")
+      ->check(CLI::IsMember({"cublaslt", "gemv"}));
   model->add_option("--batch-prompt", batch_prompt, "--device cuda: each batched sequence's prompt tokens")
       ->check(CLI::Range(1, 1 << 20));
   model->add_option("--prompt-len", o.prompt_len, "prefill tokens")->check(CLI::Range(1, 1 << 20));
@@ -193,8 +198,8 @@ int RunBench(int argc, char** argv) {
   // A flag the device's benchmark does not use is refused, not ignored.
   const bool gpu = engine.device != "cpu";
   for (const char* flag : gpu ? std::vector<const char*>{"--mmap", "--no-tp-baseline"}
-                              : std::vector<const char*>{"--prefill-attention", "--batch-prompt", "--gpu-memory-utilization",
-                                                         "--enforce-eager"}) {
+                              : std::vector<const char*>{"--prefill-attention", "--decode-products", "--batch-prompt",
+                                                         "--gpu-memory-utilization", "--enforce-eager"}) {
     if (model->count(flag) > 0) {
       return Fail(StrCat("bench model: ", flag, gpu ? " runs on the CPU only" : " takes --device cuda"));
     }
@@ -215,6 +220,7 @@ int RunBench(int argc, char** argv) {
     g.gpu_memory_utilization = engine.gpu_memory_utilization;
     g.cuda_graphs = !engine.enforce_eager;
     g.flash_prefill = prefill_attention == "flash";
+    g.gemv_decode = decode_products == "gemv";
     auto r = RunGpuModelBench(g);
     if (!r.ok()) return Fail(r.status());
     std::printf("%s", json ? (r->dump() + "\n").c_str() : FormatGpuModelBench(*r).c_str());

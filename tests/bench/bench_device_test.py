@@ -51,6 +51,7 @@ def run_json(gk, args, timeout=900):
 def bench_model(gk):
     small = ["--repeats", "1", "--prompt-len", "24", "--gen-len", "4"]
     cases = [("tiny", small + ["--batch", "2", "--batch-prompt", "8"], True),
+             ("tiny", small + ["--num-layers", "2", "--batch", "0", "--decode-products", "gemv"], True),
              ("tiny-e2b", small + ["--batch", "0", "--enforce-eager", "--prefill-attention", "flash"], False),
              ("tiny-moe", small + ["--batch", "2", "--batch-prompt", "8"], False)]
     for preset, extra, graphs in cases:
@@ -63,13 +64,15 @@ def bench_model(gk):
               f"{preset}: decode ratio = tok/s x bytes/token / copy bandwidth")
         check(r["prefill_ratio"] > 0 and r["prefill_attention"] == ("flash" if "flash" in extra else "products"),
               f"{preset}: prefill ratio and attention route {r['prefill_ratio']} {r['prefill_attention']}")
-        if "--enforce-eager" not in extra:
+        if extra[extra.index("--batch") + 1] == "2":
             check(r["batch"] == 2 and r["batch_decode_tok_s"] > 0 and r["burst_output_tok_s"] > 0,
                   f"{preset}: the batched and burst figures: {r.get('batch_error')}")
         check((r["graphs_captured"] > 0 and r["graph_replays"] > 0) == graphs,
               f"{preset}: graphs captured {r['graphs_captured']}, replayed {r['graph_replays']} (expected {graphs})")
         check((r["graph_nodes"] > 0) == graphs, f"{preset}: {r['graph_nodes']} operations in a decode step's graph")
         check(r["cuda_graphs"] == ("--enforce-eager" not in extra), f"{preset}: cuda_graphs {r['cuda_graphs']}")
+        check(r["decode_products"] == ("gemv" if "gemv" in extra else "cublaslt"),
+              f"{preset}: decode products {r['decode_products']}")
     # The table: the MoE preset says why no graph was captured.
     p = subprocess.run([gk, "bench", "model", "--device", "cuda", "--preset", "tiny-moe", "--repeats", "1",
                         "--prompt-len", "8", "--gen-len", "2", "--batch", "0"], capture_output=True, text=True,

@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "kernels/cuda/gemv.h"
 #include "kernels/matmul.h"
 
 namespace gk::cuda {
@@ -127,9 +128,17 @@ Result<Bf16Staging> GemmRunner::StagingFor(size_t n) {
                      staged_terms_ > 2 ? staging_[2].data() : nullptr};
 }
 
+bool GemmRunner::TakesGemv(const DeviceMatrix& w, const float* x, int64_t T) const {
+  return w.dtype == DType::kBF16 && T <= gemv_max_tokens_ && GemvSupports(w.data, x, w.cols, T);
+}
+
 Status GemmRunner::RunStaged(const DeviceMatrix& w, const float* x_f32, int64_t T, float* y) {
   if (T == 0) return Status::Ok();
   if (w.dtype == DType::kF32) return RunPrepared(w, x_f32, T, y, 0.f);
+  if (TakesGemv(w, x_f32, T)) {
+    return GemvBf16(static_cast<const uint16_t*>(w.data), w.rows, w.cols, x_f32, T, y,
+                    ActiveBf16Activations() == Bf16Activations::kRound, false, stream_);
+  }
   if (w.dtype != DType::kBF16) return Status::Error(StrCat("the GPU runs bf16 or f32 weights, not ", DTypeName(w.dtype)));
   if (staged_terms_ == 0) return Status::Error("RunStaged without StagingFor");
   for (int i = 0; i < staged_terms_; ++i) GK_RETURN_IF_ERROR(RunPrepared(w, staging_[size_t(i)].data(), T, y, i ? 1.f : 0.f));
@@ -248,6 +257,10 @@ Status GemmRunner::Run(const DeviceMatrix& w, const float* x, int64_t T, float* 
   const float beta0 = accumulate ? 1.f : 0.f;
   if (w.dtype == DType::kF32) return RunPrepared(w, x, T, y, beta0);
   if (w.dtype != DType::kBF16) return Status::Error(StrCat("the GPU runs bf16 or f32 weights, not ", DTypeName(w.dtype)));
+  if (TakesGemv(w, x, T)) {
+    return GemvBf16(static_cast<const uint16_t*>(w.data), w.rows, w.cols, x, T, y,
+                    ActiveBf16Activations() == Bf16Activations::kRound, accumulate, stream_);
+  }
   GK_ASSIGN_OR_RETURN(const int terms, Stage(x, size_t(T * w.cols)));
   for (int i = 0; i < terms; ++i) GK_RETURN_IF_ERROR(RunPrepared(w, staging_[size_t(i)].data(), T, y, i ? 1.f : beta0));
   return Status::Ok();

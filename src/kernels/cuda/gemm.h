@@ -88,6 +88,9 @@ class GemmRunner {
   // weights). Two terms leave ~2^-17 of each activation, which the toy models amplify to ~1e-4
   // of a gradient tensor; inference keeps two, as the CPU does.
   void set_exact_split(bool on) { exact_split_ = on; }
+  // Run and RunStaged of bf16 weights on at most `max_tokens` rows of x through the GEMV kernel
+  // (kernels/cuda/gemv.h) instead of cuBLASLt; 0 (the default): cuBLASLt always.
+  void set_small_batch_gemv(int max_tokens) { gemv_max_tokens_ = max_tokens; }
   // The product shapes whose descriptors and algorithm are kept: at most kMaxCachedShapes, as a
   // server meets a new T at every batch size and a new attention product at every context
   // length; past it the cache starts again (each shape costs one heuristic query, ~10 µs).
@@ -107,6 +110,8 @@ class GemmRunner {
   Result<int> Stage(const float* x, size_t n);
   // The terms the active mode takes: 1 (round), 2 (split) or 3 (exact split).
   int Terms() const;
+  // Whether a product of W on T rows of x goes through the GEMV kernel.
+  bool TakesGemv(const DeviceMatrix& w, const float* x, int64_t T) const;
 
   cudaStream_t stream_ = nullptr;
   void* handle_ = nullptr;  // cublasLtHandle_t
@@ -115,6 +120,7 @@ class GemmRunner {
   uint64_t staging_moves_ = 0;
   int staged_terms_ = 0;  // what the last StagingFor asked for (RunStaged)
   bool exact_split_ = false;
+  int gemv_max_tokens_ = 0;
   // Keyed by (dtype, M, N, K, ldx, ldw, ldy, stride_x, stride_w, stride_y, batch, x_trans, w_trans).
   std::map<std::array<int64_t, 13>, std::unique_ptr<Algo>> algos_;
 };

@@ -318,6 +318,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::Make(const ModelConfig& config, co
   GK_ASSIGN_OR_RETURN(m.w, UploadWeights(config, weights, random_seed, m.device_name, m.stream));
   GK_RETURN_IF_ERROR(m.AllocateActivations().Wrap(StrCat("activations for ", m.o.max_chunk, " tokens on ", m.device_name)));
   GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
+  m.gemm->set_small_batch_gemv(o.gemv_max_tokens);
   GK_RETURN_IF_ERROR(Check(cudaDeviceGetAttribute(&m.multiprocessors, cudaDevAttrMultiProcessorCount, o.device),
                            "cudaDeviceGetAttribute"));
   // What is left for the KV cache: the utilisation's share of the device less what this process

@@ -35,6 +35,9 @@ struct CudaModelOptions {
   // Decode steps (one token per sequence) captured once per batch size as CUDA graphs and
   // replayed (vLLM's CUDA graphs; false: --enforce-eager).
   bool cuda_graphs = true;
+  // Products of bf16 weights on passes of at most this many tokens (decode steps at small batch)
+  // through the GEMV kernel (kernels/cuda/gemv.h) instead of cuBLASLt; 0: cuBLASLt always.
+  int gemv_max_tokens = 0;
 };
 
 struct CudaGraphStats {

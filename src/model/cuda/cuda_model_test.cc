@@ -14,6 +14,7 @@
 
 #include "engines/generate/generator.h"
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/token_pick.h"
@@ -39,11 +40,12 @@ struct Case {
   double tolerance;
   int gemm_min = 64;  // CudaModelOptions::prefill_gemm_min_tokens: 8 sends the prompts through products
   bool flash = false;  // ... or, for 16-bit and fp8 caches, through the fused kernel
+  bool gemv = false;   // passes of up to 8 tokens: bf16 products through the GEMV kernel
 };
 
 std::string Name(const Case& c) {
   std::string s = StrCat(c.preset, "_", DTypeName(c.weights), "_kv", DTypeName(c.kv),
-                         c.gemm_min < 64 ? (c.flash ? "_flash" : "_products") : "");
+                         c.gemm_min < 64 ? (c.flash ? "_flash" : "_products") : "", c.gemv ? "_gemv" : "");
   std::replace_if(s.begin(), s.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');
   return s;
 }
@@ -86,6 +88,7 @@ TEST_P(CudaModelMatchesCpu, PrefillChunksAndBatchedDecode) {
   co.max_chunk = 64;
   co.prefill_gemm_min_tokens = k.gemm_min;
   if (k.flash) co.prefill_attention = CudaModelOptions::PrefillAttention::kFlash;
+  if (k.gemv) co.gemv_max_tokens = cuda::kGemvMaxTokens;
   auto gpu = CudaModel::Load(dir, co);
   ASSERT_TRUE(gpu.ok()) << gpu.message();
   PagedKvOptions po;
@@ -205,7 +208,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-moe", DType::kF32, DType::kF32, 1e-4, 8},
                       Case{"tiny", DType::kBF16, DType::kF16, 1e-2, 8, true},
                       Case{"tiny-e2b", DType::kBF16, DType::kBF16, 4e-2, 8, true},
-                      Case{"gemma3-270m", DType::kBF16, DType::kFp8E4m3, 3e-2, 8, true}),
+                      Case{"gemma3-270m", DType::kBF16, DType::kFp8E4m3, 3e-2, 8, true},
+                      Case{"tiny", DType::kBF16, DType::kF16, 2e-3, 64, false, true},
+                      Case{"tiny-e2b", DType::kBF16, DType::kF16, 4e-3, 64, false, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
 
 // Decode steps replayed as CUDA graphs give the tokens that eager launches give, greedy and

@@ -9,6 +9,7 @@
 
 #include "engines/generate/single_sequence.h"
 #include "kernels/cuda/device_limits.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/ops.h"
 #include "model/cuda/cuda_model.h"
 #include "model/presets.h"
@@ -88,6 +89,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
   co.gpu_memory_utilization = o.gpu_memory_utilization;
   co.cuda_graphs = o.cuda_graphs;
   if (o.flash_prefill) co.prefill_attention = CudaModelOptions::PrefillAttention::kFlash;
+  if (o.gemv_decode) co.gemv_max_tokens = cuda::kGemvMaxTokens;
   const double t0 = NowSeconds();
   std::unique_ptr<CudaModel> model;
   if (!o.preset.empty()) {
@@ -140,6 +142,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
       {"prefill_attention", o.flash_prefill ? "flash" : "products"},
       {"prefill_tok_s", Median(prefill)},
       {"gen_len", o.gen_len},
+      {"decode_products", o.gemv_decode ? "gemv" : "cublaslt"},
       {"decode_tok_s", Median(decode)},
   };
   r["decode_ratio"] = r["decode_tok_s"].get<double>() * bytes_per_token / limits.copy_bytes_per_s;
@@ -184,12 +187,13 @@ std::string FormatGpuModelBench(const nlohmann::json& r) {
                 "model    %s: %d layers, %.2f B params, %.1f GB of weights on %s (made in %.1f s)\n"
                 "device   copy bandwidth %.0f GB/s | cuBLASLt bf16 GEMM %.0f TFLOP/s (measured now)\n"
                 "prefill  %d tokens (attention: %s): %.0f tokens/s = %.2f of the GEMM rate\n"
-                "decode   %d tokens: %.2f tokens/s x %.2f GB/token = %.0f GB/s = %.2f of copy bandwidth\n",
+                "decode   %d tokens (products: %s): %.2f tokens/s x %.2f GB/token = %.0f GB/s = %.2f of copy bandwidth\n",
                 r["model"].get<std::string>().c_str(), r["layers"].get<int>(), r["params_b"].get<double>(),
                 r["weight_gb"].get<double>(), r["device"].get<std::string>().c_str(), r["load_seconds"].get<double>(),
                 r["copy_gbps"].get<double>(), r["gemm_bf16_tflops"].get<double>(), r["prompt_len"].get<int>(),
                 r["prefill_attention"].get<std::string>().c_str(),
                 r["prefill_tok_s"].get<double>(), r["prefill_ratio"].get<double>(), r["gen_len"].get<int>(),
+                r["decode_products"].get<std::string>().c_str(),
                 r["decode_tok_s"].get<double>(), r["bytes_per_token"].get<double>() / 1e9,
                 r["decode_tok_s"].get<double>() * r["bytes_per_token"].get<double>() / 1e9, r["decode_ratio"].get<double>());
   std::string out = buf;

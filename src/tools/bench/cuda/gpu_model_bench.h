@@ -28,6 +28,7 @@ struct GpuModelBenchOptions {
   double gpu_memory_utilization = 0.9;
   bool cuda_graphs = true;   // false: --enforce-eager
   bool flash_prefill = false;  // prefill attention through the fused kernel, not cuBLASLt products
+  bool gemv_decode = false;    // decode steps' products through the GEMV kernel, not cuBLASLt
 };
 
 // The figures as JSON (every number the table prints, and the limits).
