@@ -155,28 +155,9 @@ __global__ void SplitToBf16Kernel(const float* x, int64_t n, Bf16Staging out) {
   }
 }
 
-// Grid (T, kv_heads): one token's row of one head, K and V.
-template <KvType kType>
-__global__ void PagedKvWriteKernel(const float* k, const float* v, int kv_heads, int H, PagedTokens tokens,
-                                   int block_size, std::byte* k_pool, std::byte* v_pool) {
-  using E = KvElem<kType>;
-  const int64_t t = blockIdx.x;
-  const int head = blockIdx.y;
-  const int32_t pos = tokens.pos[t];
-  const int32_t block = tokens.tables[tokens.table_offset[t] + pos / block_size];
-  const int64_t row = ((int64_t(block) * kv_heads + head) * block_size + pos % block_size) * H;
-  auto* kd = reinterpret_cast<typename E::Storage*>(k_pool) + row;
-  auto* vd = reinterpret_cast<typename E::Storage*>(v_pool) + row;
-  const float* ks = k + (t * kv_heads + head) * H;
-  const float* vs = v + (t * kv_heads + head) * H;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) {
-    kd[i] = E::Store(ks[i]);
-    vd[i] = E::Store(vs[i]);
-  }
-}
-
-// Grid (T, kv_heads): PagedKvWriteKernel of K after k_norm and RoPE and of V after its norm;
-// k and v stay as they were (v null: V is k's row as it comes).
+// Grid (T, kv_heads): one token's row of one head, K after k_norm and RoPE and V after its norm,
+// into the slot its block table names; k and v stay as they were (v null: V is k's row as it
+// comes).
 template <KvType kType>
 __global__ void PagedKvNormWriteKernel(const float* k, const float* v, const float* k_norm, bool v_norm, int kv_heads,
                                        int H, float eps, const float* cos_sin, PagedTokens tokens, int block_size,
@@ -275,22 +256,6 @@ Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, uint16
   if (n == 0) return Status::Ok();
   SplitToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, Bf16Staging{hi, lo, lo2});
   return CheckLaunch("SplitToBf16Kernel");
-}
-
-Status PagedKvWrite(const float* k, const float* v, int64_t T, int kv_heads, int H, const PagedTokens& tokens,
-                    int block_size, DType dtype, std::byte* k_pool, std::byte* v_pool, cudaStream_t stream) {
-  if (T == 0) return Status::Ok();
-  const dim3 grid{unsigned(T), unsigned(kv_heads)};
-  const int threads = std::min(H, kThreads);
-  switch (dtype) {
-    case DType::kF32: PagedKvWriteKernel<KvType::kF32><<<grid, threads, 0, stream>>>(k, v, kv_heads, H, tokens, block_size, k_pool, v_pool); break;
-    case DType::kF16: PagedKvWriteKernel<KvType::kF16><<<grid, threads, 0, stream>>>(k, v, kv_heads, H, tokens, block_size, k_pool, v_pool); break;
-    case DType::kBF16: PagedKvWriteKernel<KvType::kBF16><<<grid, threads, 0, stream>>>(k, v, kv_heads, H, tokens, block_size, k_pool, v_pool); break;
-    case DType::kFp8E4m3: PagedKvWriteKernel<KvType::kE4M3><<<grid, threads, 0, stream>>>(k, v, kv_heads, H, tokens, block_size, k_pool, v_pool); break;
-    case DType::kFp8E5m2: PagedKvWriteKernel<KvType::kE5M2><<<grid, threads, 0, stream>>>(k, v, kv_heads, H, tokens, block_size, k_pool, v_pool); break;
-    default: return Status::Error(StrCat("paged KV cache dtype ", DTypeName(dtype), " is not supported on the GPU"));
-  }
-  return CheckLaunch("PagedKvWriteKernel");
 }
 
 Status PagedKvNormWrite(const float* k, const float* v, const float* k_norm, bool v_norm, int64_t T, int kv_heads, int H,

@@ -55,15 +55,11 @@ struct PagedTokens {
   const int32_t* tables = nullptr;
 };
 
-// Stores k and v, T tokens × kv_heads rows of H f32, into one layer's pool regions (layout of
-// model/paged_kv.h: [block][kv_head][slot][H]) converted to dtype (kF32, kF16, kBF16,
-// kFp8E4m3, kFp8E5m2).
-Status PagedKvWrite(const float* k, const float* v, int64_t T, int kv_heads, int H, const PagedTokens& tokens,
-                    int block_size, DType dtype, std::byte* k_pool, std::byte* v_pool, cudaStream_t stream);
-// A layer's new K and V from its raw projections into the pool in one kernel: PagedKvWrite of
-// RopeRows(RmsNormRows(k; k_norm)) and of RmsNormRows(v) without a weight (v_norm: Gemma 4; else
-// v as it is). v null: V is k as it comes (K=V layers: V is the raw K projection). k and v are
-// only read.
+// A layer's new K and V, T tokens × kv_heads rows of H f32 from its raw projections, into one
+// layer's pool regions (layout of model/paged_kv.h: [block][kv_head][slot][H]) converted to
+// dtype (kF32, kF16, kBF16, kFp8E4m3, kFp8E5m2), in one kernel: RopeRows(RmsNormRows(k; k_norm))
+// and RmsNormRows(v) without a weight (v_norm: Gemma 4; else v as it is). v null: V is k as it
+// comes (K=V layers: V is the raw K projection). k and v are only read.
 Status PagedKvNormWrite(const float* k, const float* v, const float* k_norm, bool v_norm, int64_t T, int kv_heads, int H,
                         float eps, const float* cos_sin, const PagedTokens& tokens, int block_size, DType dtype,
                         std::byte* k_pool, std::byte* v_pool, cudaStream_t stream);
