@@ -149,16 +149,17 @@ struct AttentionCase {
 };
 
 const Shape kShapes[] = {{8, 2, 256, 0}, {4, 4, 512, 0}, {8, 1, 256, 37}};
+const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2};
 
 // The outputs' bf16 copy for o_proj (out_staged) is each output rounded to bf16.
 void ExpectBf16Copy(const DeviceBuffer<uint16_t>& hi, const std::vector<float>& out, const std::string& what) {
   const auto h = *hi.ToHost();
   for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(h[i], F32ToBf16(out[i])) << what << " " << i;
 }
-const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2};
 
 // Whole, and with each token's positions cut into 3 and 7 ranges merged after (the splits of a
-// decode step: some ranges are empty for the short sequence).
+// decode step: some ranges are empty for the short sequence); with a bf16 cache, the outputs'
+// bf16 copy too.
 TEST(CudaPagedAttention, MatchesTheCpuKernel) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
@@ -185,7 +186,8 @@ TEST(CudaPagedAttention, MatchesTheCpuKernel) {
   }
 }
 
-// A group of 32 query heads per KV head (past the grouped kernel's 16): the per-head kernel.
+// A group of 32 query heads per KV head (past the grouped kernel's 16): the per-head kernel, and
+// its bf16 copy of the outputs.
 TEST(CudaPagedAttention, WideGroupsTakeThePerHeadKernel) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
