@@ -64,11 +64,15 @@ __global__ void SoftcapKernel(float* x, int64_t n, float cap) {
 
 // One block per row of strided gate, up and out rows.
 __global__ void GeluTanhMulRowsKernel(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
-                                      int64_t n, float* out, int64_t out_stride) {
+                                      int64_t n, float* out, int64_t out_stride, Bf16Staging staged) {
   const float* g = gate + blockIdx.x * gate_stride;
   const float* u = up + blockIdx.x * up_stride;
-  float* o = out + blockIdx.x * out_stride;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = GeluTanh(g[i]) * u[i];
+  const int64_t at = blockIdx.x * out_stride;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = GeluTanh(g[i]) * u[i];
+    out[at + i] = v;
+    if (staged.hi) StageBf16(staged, at + i, v);
+  }
 }
 
 int Blocks(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
@@ -102,9 +106,10 @@ Status RmsNormAddRows(const float* y, const float* w, int64_t rows, int64_t n, f
 }
 
 Status GeluTanhMulRows(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, int64_t rows,
-                       int64_t n, float* out, int64_t out_stride, cudaStream_t stream) {
+                       int64_t n, float* out, int64_t out_stride, cudaStream_t stream, Bf16Staging staged) {
   if (rows == 0) return Status::Ok();
-  GeluTanhMulRowsKernel<<<unsigned(rows), kThreads, 0, stream>>>(gate, gate_stride, up, up_stride, n, out, out_stride);
+  GeluTanhMulRowsKernel<<<unsigned(rows), kThreads, 0, stream>>>(gate, gate_stride, up, up_stride, n, out, out_stride,
+                                                                  staged);
   return CheckLaunch("GeluTanhMulRowsKernel");
 }
 

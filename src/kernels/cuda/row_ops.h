@@ -33,8 +33,8 @@ Status GeluTanhMul(const float* gate, const float* up, int64_t n, float* out, cu
 // x[i] = cap · tanh(x[i] / cap).
 Status Softcap(float* x, int64_t n, float cap, cudaStream_t stream);
 // out[r·out_stride + i] = gelu_tanh(gate[r·gate_stride + i]) · up[r·up_stride + i] for rows of n
-// (out may be gate): the PLE gate, whose other factor is a strided slice, and the experts'
-// fused gate_up rows.
+// (out may be gate): the PLE gate, whose other factor is a strided slice, and the fused gate_up
+// rows (the experts', a decode step's MLP). staged: laid out as out.
 Status GeluTanhMulRows(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, int64_t rows,
-                       int64_t n, float* out, int64_t out_stride, cudaStream_t stream);
+                       int64_t n, float* out, int64_t out_stride, cudaStream_t stream, Bf16Staging staged = {});
 }  // namespace gk::cuda

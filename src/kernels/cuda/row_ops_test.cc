@@ -107,8 +107,8 @@ struct StagingBuffers {
 };
 
 // The fused residual add: x = (x + RMSNorm(y)·w)·scale, then the next norm of the new row, as
-// the CPU's two norms compute them; the norms and the gate write their bf16 terms beside their
-// f32 outputs in every mode (1, 2 or 3 terms).
+// the CPU's two norms compute them; the norms and the gate (alone, and from a fused gate_up
+// product's rows) write their bf16 terms beside their f32 outputs in every mode (1, 2 or 3 terms).
 TEST(CudaRowOps, FusedResidualNormAndBf16CopiesMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
@@ -154,6 +154,21 @@ TEST(CudaRowOps, FusedResidualNormAndBf16CopiesMatchTheCpu) {
     for (size_t i = 0; i < y.size(); ++i) want[i] = gk::GeluTanh(y[i]) * up[i];
     EXPECT_LT(RelErr(out, want), 1e-5);
     gate_terms.ExpectTermsOf(out, terms, "gate");
+    // The same from one product's rows, [gate | up] each (a decode step's fused gate_up).
+    std::vector<float> gate_up(size_t(rows * 2 * n));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(y.begin() + r * n, n, gate_up.begin() + r * 2 * n);
+      std::copy_n(up.begin() + r * n, n, gate_up.begin() + r * 2 * n + n);
+    }
+    auto dgu = DeviceBuffer<float>::From(gate_up);
+    auto dh = DeviceBuffer<float>::From(Poison(y.size()));
+    ASSERT_TRUE(dgu.ok() && dh.ok());
+    StagingBuffers rows_terms(y.size());
+    ASSERT_TRUE(GeluTanhMulRows(dgu->data(), 2 * n, dgu->data() + n, 2 * n, rows, n, dh->data(), n, 0,
+                                rows_terms.Terms(terms)).ok());
+    const auto h = *dh->ToHost();
+    EXPECT_LT(RelErr(h, want), 1e-5);
+    rows_terms.ExpectTermsOf(h, terms, "gate rows");
   }
 }
 

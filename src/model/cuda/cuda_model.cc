@@ -564,7 +564,7 @@ Status CudaModel::Impl::Forward(int64_t T, int64_t R, PagedKvPool& pool, const c
 
 // A decode step of T tokens: the first of its size runs eagerly (cuBLASLt chooses its
 // algorithms, staging buffers grow), the next is captured as a CUDA graph, and from then on the
-// graph replays, one launch instead of some thirteen per layer. A graph is captured again when a
+// graph replays, one launch instead of some twelve per layer. A graph is captured again when a
 // buffer it reads has moved or the step runs on another pool.
 Status CudaModel::Impl::RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, const cuda::PagedTokens tokens[2]) {
   PoolKey key{pool.block_size(), pool.dtype(), {}};
@@ -701,14 +701,22 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
   GK_ASSIGN_OR_RETURN(const cuda::Bf16Staging mlp_in, gemm->StagingFor(size_t(T * D)));
   GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_attn_norm, T, D, eps, x.data(), stream, 1.f,
                                           {L.pre_ffw_norm, xn.data(), mlp_in}));
-  GK_RETURN_IF_ERROR(gemm->RunStaged(L.gate, xn.data(), T, gate.data()));
-  GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kGate, xn.data(), gate.data()));
-  GK_RETURN_IF_ERROR(gemm->RunStaged(L.up, xn.data(), T, up.data()));
-  GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kUp, xn.data(), up.data()));
-  GK_ASSIGN_OR_RETURN(const cuda::Bf16Staging down_in, gemm->StagingFor(size_t(T * F)));
-  GK_RETURN_IF_ERROR(cuda::GeluTanhMul(gate.data(), up.data(), T * F, gate.data(), stream, down_in));
-  GK_RETURN_IF_ERROR(gemm->RunStaged(L.down, gate.data(), T, out.data()));
-  GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kDown, gate.data(), out.data()));
+  if (!L.gate_up.empty() && lora_runs.empty() && 2 * T <= o.max_chunk) {
+    // Few tokens (decode): gate and up as one product, row t of `gate` holding [gate_t | up_t].
+    GK_RETURN_IF_ERROR(gemm->RunStaged(L.gate_up, xn.data(), T, gate.data()));
+    GK_ASSIGN_OR_RETURN(const cuda::Bf16Staging down_in, gemm->StagingFor(size_t(T * F)));
+    GK_RETURN_IF_ERROR(cuda::GeluTanhMulRows(gate.data(), 2 * F, gate.data() + F, 2 * F, T, F, up.data(), F, stream, down_in));
+    GK_RETURN_IF_ERROR(gemm->RunStaged(L.down, up.data(), T, out.data()));
+  } else {
+    GK_RETURN_IF_ERROR(gemm->RunStaged(L.gate, xn.data(), T, gate.data()));
+    GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kGate, xn.data(), gate.data()));
+    GK_RETURN_IF_ERROR(gemm->RunStaged(L.up, xn.data(), T, up.data()));
+    GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kUp, xn.data(), up.data()));
+    GK_ASSIGN_OR_RETURN(const cuda::Bf16Staging down_in, gemm->StagingFor(size_t(T * F)));
+    GK_RETURN_IF_ERROR(cuda::GeluTanhMul(gate.data(), up.data(), T * F, gate.data(), stream, down_in));
+    GK_RETURN_IF_ERROR(gemm->RunStaged(L.down, gate.data(), T, out.data()));
+    GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kDown, gate.data(), out.data()));
+  }
   if (c.enable_moe_block) GK_RETURN_IF_ERROR(MoeBlock(l, T));  // out ← norm(dense) + norm(experts)
   if (c.hidden_size_per_layer_input == 0) return LastResidualAdd(l, T, L.post_ffw_norm);
   GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_ffw_norm, T, D, eps, x.data(), stream));

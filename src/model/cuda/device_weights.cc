@@ -122,6 +122,10 @@ Result<DeviceWeights> UploadWeights(const ModelConfig& c, const ModelWeights& w,
     d.gate = matrix(m[4], L.gate);
     d.up = matrix(m[5], L.up);
     d.down = matrix(m[6], L.down);
+    const auto* gate_end = static_cast<const std::byte*>(d.gate.data) + d.gate.rows * d.gate.cols * int64_t(DTypeSize(d.gate.dtype));
+    if (!d.gate.empty() && !d.up.empty() && d.up.dtype == d.gate.dtype && d.up.cols == d.gate.cols && d.up.data == gate_end) {
+      d.gate_up = {d.gate.dtype, d.gate.rows + d.up.rows, d.gate.cols, d.gate.data};
+    }
     d.ple_gate = matrix(m[7], L.ple_gate);
     d.ple_proj = matrix(m[8], L.ple_proj);
     const int64_t* v = lp[l].vecs;

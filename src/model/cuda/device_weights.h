@@ -20,6 +20,9 @@ namespace gk {
 struct DeviceLayer {  // views into DeviceWeights::arena; absent tensors have null data
 
   cuda::DeviceMatrix q, k, v, o, gate, up, down, ple_gate, ple_proj, router;
+  // gate's rows and up's as one matrix where they lie back to back in the arena (else empty):
+  // one product for both at decode.
+  cuda::DeviceMatrix gate_up;
   const float* input_norm = nullptr;
   const float* post_attn_norm = nullptr;
   const float* pre_ffw_norm = nullptr;
