@@ -702,10 +702,12 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
   GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_attn_norm, T, D, eps, x.data(), stream, 1.f,
                                           {L.pre_ffw_norm, xn.data(), mlp_in}));
   if (!L.gate_up.empty() && lora_runs.empty() && 2 * T <= o.max_chunk) {
-    // Few tokens (decode): gate and up as one product, row t of `gate` holding [gate_t | up_t].
+    // At most half a chunk of tokens (decode steps among them), so that `gate` holds T rows of
+    // [gate_t | up_t]: gate and up as one product; the gate's kernel writes down's input to `up`.
     GK_RETURN_IF_ERROR(gemm->RunStaged(L.gate_up, xn.data(), T, gate.data()));
     GK_ASSIGN_OR_RETURN(const cuda::Bf16Staging down_in, gemm->StagingFor(size_t(T * F)));
-    GK_RETURN_IF_ERROR(cuda::GeluTanhMulRows(gate.data(), 2 * F, gate.data() + F, 2 * F, T, F, up.data(), F, stream, down_in));
+    GK_RETURN_IF_ERROR(
+        cuda::GeluTanhMulRows(gate.data(), 2 * F, gate.data() + F, 2 * F, T, F, up.data(), F, stream, down_in));
     GK_RETURN_IF_ERROR(gemm->RunStaged(L.down, up.data(), T, out.data()));
   } else {
     GK_RETURN_IF_ERROR(gemm->RunStaged(L.gate, xn.data(), T, gate.data()));
