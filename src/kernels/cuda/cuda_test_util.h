@@ -10,8 +10,10 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/device.h"
+#include "tensor/dtype.h"
 
 namespace gk::cuda {
 
@@ -55,6 +57,47 @@ struct GemmOnStream {
   ~GemmOnStream() {
     gemm.reset();
     if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+// y = x · Wᵀ in double, W given as floats (the bf16 values widened); x rounded to bf16 first
+// where round_x.
+inline std::vector<float> DoubleProduct(const std::vector<float>& w, const std::vector<float>& x, int64_t rows,
+                                        int64_t cols, int64_t T, bool round_x = false) {
+  std::vector<float> y(size_t(T * rows));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float xv = x[size_t(t * cols + c)];
+        s += double(w[size_t(r * cols + c)]) * double(round_x ? RoundToBf16(xv) : xv);
+      }
+      y[size_t(t * rows + r)] = float(s);
+    }
+  }
+  return y;
+}
+
+// Random weights rounded to bf16: the same values as bf16 and as f32, on the device.
+struct SameWeights {
+  int64_t rows, cols;
+  std::vector<float> w;
+  DeviceBuffer<float> f32;
+  DeviceBuffer<uint16_t> bf16;
+  SameWeights(int64_t r, int64_t c, std::mt19937& rng) : rows(r), cols(c), w(Random(size_t(r * c), rng)) {
+    std::vector<uint16_t> w16(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      w16[i] = F32ToBf16(w[i]);
+      w[i] = Bf16ToF32(w16[i]);
+    }
+    auto a = DeviceBuffer<float>::From(w);
+    auto b = DeviceBuffer<uint16_t>::From(w16);
+    EXPECT_TRUE(a.ok() && b.ok());
+    if (a.ok()) f32 = std::move(*a);
+    if (b.ok()) bf16 = std::move(*b);
+  }
+  DeviceMatrix As(DType dt) const {
+    return {dt, rows, cols, dt == DType::kF32 ? static_cast<const void*>(f32.data()) : bf16.data()};
   }
 };
 

@@ -15,42 +15,6 @@
 namespace gk::cuda {
 namespace {
 
-// y = x · Wᵀ in double, W given as floats (the bf16 values widened).
-std::vector<float> Reference(const std::vector<float>& w, const std::vector<float>& x, int64_t rows, int64_t cols, int64_t T) {
-  std::vector<float> y(size_t(T * rows));
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int64_t c = 0; c < cols; ++c) s += double(w[size_t(r * cols + c)]) * double(x[size_t(t * cols + c)]);
-      y[size_t(t * rows + r)] = float(s);
-    }
-  }
-  return y;
-}
-
-// Random weights rounded to bf16: the same values as bf16 and as f32, on the device.
-struct SameWeights {
-  int64_t rows, cols;
-  std::vector<float> w;
-  DeviceBuffer<float> f32;
-  DeviceBuffer<uint16_t> bf16;
-  SameWeights(int64_t r, int64_t c, std::mt19937& rng) : rows(r), cols(c), w(Random(size_t(r * c), rng)) {
-    std::vector<uint16_t> w16(w.size());
-    for (size_t i = 0; i < w.size(); ++i) {
-      w16[i] = F32ToBf16(w[i]);
-      w[i] = Bf16ToF32(w16[i]);
-    }
-    auto a = DeviceBuffer<float>::From(w);
-    auto b = DeviceBuffer<uint16_t>::From(w16);
-    EXPECT_TRUE(a.ok() && b.ok());
-    if (a.ok()) f32 = std::move(*a);
-    if (b.ok()) bf16 = std::move(*b);
-  }
-  DeviceMatrix As(DType dt) const {
-    return {dt, rows, cols, dt == DType::kF32 ? static_cast<const void*>(f32.data()) : bf16.data()};
-  }
-};
-
 // Every product mode: f32 weights (TF32 off), bf16 weights with activations split in three
 // exact terms (f32 products: the trainer's), split in two (x to ~2^-17: inference's, as the
 // CPU's), rounded (bf16 rounding). The bounds sit between the modes' measured errors (largest
@@ -78,7 +42,7 @@ TEST(CudaGemm, MatchesDoubleProductsInEveryMode) {
   for (const auto& [rows, cols, T] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{320, 640, 1}, {96, 512, 37}, {1000, 256, 130}}) {
     const SameWeights sw(rows, cols, rng);
     const auto x = Random(size_t(T * cols), rng);
-    const auto want = Reference(sw.w, x, rows, cols, T);
+    const auto want = DoubleProduct(sw.w, x, rows, cols, T);
     auto dx = DeviceBuffer<float>::From(x);
     ASSERT_TRUE(dx.ok());
     for (const Mode& m : kModes) {

@@ -12,49 +12,25 @@
 namespace gk::cuda {
 namespace {
 
-// y = x · Wᵀ in double, x rounded to bf16 first where `round`.
-std::vector<float> Reference(const std::vector<float>& w, const std::vector<float>& x, int64_t rows, int64_t cols,
-                             int64_t T, bool round) {
-  std::vector<float> y(size_t(T * rows));
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const float xv = x[size_t(t * cols + c)];
-        s += double(w[size_t(r * cols + c)]) * double(round ? RoundToBf16(xv) : xv);
-      }
-      y[size_t(t * rows + r)] = float(s);
-    }
-  }
-  return y;
-}
-
 // Every token count 1..8 on rows that leave the last block part-filled, x rounded and not, then
 // accumulated into: f32 sums of exact products are within ~1e-6 of the double sums.
 TEST(CudaGemv, MatchesDoubleProducts) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{37, 512}, {300, 1288}}) {
-    auto w = Random(size_t(rows * cols), rng);
-    std::vector<uint16_t> w16(w.size());
-    for (size_t i = 0; i < w.size(); ++i) {
-      w16[i] = F32ToBf16(w[i]);
-      w[i] = Bf16ToF32(w16[i]);
-    }
-    auto dw = DeviceBuffer<uint16_t>::From(w16);
-    ASSERT_TRUE(dw.ok());
+    const SameWeights sw(rows, cols, rng);
     for (int64_t T = 1; T <= kGemvMaxTokens; ++T) {
       const auto x = Random(size_t(T * cols), rng, 2.f);
       auto dx = DeviceBuffer<float>::From(x);
       ASSERT_TRUE(dx.ok());
       for (bool round : {true, false}) {
-        const auto want = Reference(w, x, rows, cols, T, round);
+        const auto want = DoubleProduct(sw.w, x, rows, cols, T, round);
         auto dy = DeviceBuffer<float>::From(Poison(size_t(T * rows)));
         ASSERT_TRUE(dy.ok());
-        Status st = GemvBf16(dw->data(), rows, cols, dx->data(), T, dy->data(), round, false, 0);
+        Status st = GemvBf16(sw.bf16.data(), rows, cols, dx->data(), T, dy->data(), round, false, 0);
         ASSERT_TRUE(st.ok()) << st.message();
         EXPECT_LT(RelErr(*dy->ToHost(), want), 2e-6) << rows << "x" << cols << " T=" << T << " round=" << round;
-        st = GemvBf16(dw->data(), rows, cols, dx->data(), T, dy->data(), round, true, 0);
+        st = GemvBf16(sw.bf16.data(), rows, cols, dx->data(), T, dy->data(), round, true, 0);
         ASSERT_TRUE(st.ok()) << st.message();
         std::vector<float> twice = want;
         for (float& v : twice) v *= 2.f;
@@ -79,7 +55,7 @@ TEST(CudaGemv, RefusesWhatItDoesNotTake) {
 }
 
 // GemmRunner with the route on: few rows take the kernel (the same numbers as calling it), more
-// rows and f32 weights take cuBLASLt, in the round and the split modes.
+// rows take cuBLASLt, in the round and the split modes.
 TEST(CudaGemv, GemmRunnerTakesItForFewRows) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
@@ -87,11 +63,8 @@ TEST(CudaGemv, GemmRunnerTakesItForFewRows) {
   const Status made = g.Create();
   ASSERT_TRUE(made.ok()) << made.message();
   const int64_t rows = 96, cols = 256;
-  std::vector<uint16_t> w16(size_t(rows * cols));
-  for (uint16_t& v : w16) v = F32ToBf16(std::normal_distribution<float>()(rng));
-  auto dw = DeviceBuffer<uint16_t>::From(w16);
-  ASSERT_TRUE(dw.ok());
-  const DeviceMatrix m{DType::kBF16, rows, cols, dw->data()};
+  const SameWeights sw(rows, cols, rng);
+  const DeviceMatrix m = sw.As(DType::kBF16);
   for (const Bf16Activations mode : {Bf16Activations::kRound, Bf16Activations::kSplit}) {
     ScopedBf16Activations scoped(mode);
     for (int64_t T : {1, 8, 9}) {
@@ -104,7 +77,7 @@ TEST(CudaGemv, GemmRunnerTakesItForFewRows) {
       ASSERT_TRUE(g.gemm->Run(m, dx->data(), T, cublas->data()).ok());
       g.gemm->set_small_batch_gemv(kGemvMaxTokens);
       ASSERT_TRUE(g.gemm->Run(m, dx->data(), T, via_runner->data()).ok());
-      ASSERT_TRUE(GemvBf16(dw->data(), rows, cols, dx->data(), std::min<int64_t>(T, kGemvMaxTokens), direct->data(),
+      ASSERT_TRUE(GemvBf16(sw.bf16.data(), rows, cols, dx->data(), std::min<int64_t>(T, kGemvMaxTokens), direct->data(),
                            mode == Bf16Activations::kRound, false, g.stream).ok());
       ASSERT_EQ(cudaStreamSynchronize(g.stream), cudaSuccess);
       const auto got = *via_runner->ToHost(), kernel = *direct->ToHost(), lt = *cublas->ToHost();

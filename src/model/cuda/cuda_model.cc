@@ -641,6 +641,9 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
   }
   const int source = c.KvSourceLayer(l);
   const int window = c.IsFull(source) ? 0 : c.sliding_window;
+  // Without a prefill chunk every row's output comes from the paged kernel, which then also
+  // writes o_proj's bf16 input.
+  const bool o_input_staged = long_runs.empty();
   for (const LongRun& run : long_runs) {  // prefill chunks: through tensor-core products
     cuda::PrefillAttentionArgs p;
     p.q = q.data();
@@ -684,12 +687,12 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     std::tie(a.splits, need) = DecodeAttention(l);
     if (attention_splits.size() < size_t(need)) return Status::Error("decode attention's workspace was not reserved");
     a.workspace = attention_splits.data();
-    if (long_runs.empty()) {  // every row's output comes from here: o_proj's input converted as made
+    if (o_input_staged) {  // (braces: the macro is several statements)
       GK_ASSIGN_OR_RETURN(a.out_staged, gemm->StagingFor(size_t(T * N * H)));
     }
     GK_RETURN_IF_ERROR(cuda::PagedAttention(a, stream));
   }
-  if (long_runs.empty()) {
+  if (o_input_staged) {
     GK_RETURN_IF_ERROR(gemm->RunStaged(L.o, att.data(), T, out.data()));
   } else {
     GK_RETURN_IF_ERROR(gemm->Run(L.o, att.data(), T, out.data()));
