@@ -95,18 +95,20 @@ __global__ void RopeKernel(float* x, int64_t heads, int64_t H, const float* cos_
 }
 
 // One block per (token, head) row: q_norm's RMSNorm, then the rotation, as RmsNormKernel and
-// RopeKernel compute them, the row read once.
-__global__ void RmsNormRopeKernel(float* x, const float* w, int64_t heads, int64_t H, float eps, const float* cos_sin) {
-  const int64_t half = H / 2;
-  float* r = x + blockIdx.x * H;
-  const float* c = cos_sin + blockIdx.x / heads * H;
+// RopeKernel compute them, the row read once. Token t's heads start at x + t·ld.
+__global__ void RmsNormRopeKernel(const float* x, int64_t ld, float* out, const float* w, int64_t heads, int64_t H,
+                                  float eps, const float* cos_sin) {
+  const int64_t half = H / 2, t = blockIdx.x / heads;
+  const float* r = x + t * ld + blockIdx.x % heads * H;
+  float* o = out + blockIdx.x * H;
+  const float* c = cos_sin + t * H;
   const float* s = c + half;
   const float inv = RowInvRms(r, H, eps);  // (its barriers: the row is read before any thread writes it)
-  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {  // (in place: a thread writes what it read)
     const float a = w ? r[j] * inv * w[j] : r[j] * inv;
     const float b = w ? r[j + half] * inv * w[j + half] : r[j + half] * inv;
-    r[j] = a * c[j] - b * s[j];
-    r[j + half] = b * c[j] + a * s[j];
+    o[j] = a * c[j] - b * s[j];
+    o[j + half] = b * c[j] + a * s[j];
   }
 }
 
@@ -157,11 +159,11 @@ __global__ void SplitToBf16Kernel(const float* x, int64_t n, Bf16Staging out) {
 
 // Grid (T, kv_heads): one token's row of one head, K after k_norm and RoPE and V after its norm,
 // into the slot its block table names; k and v stay as they were (v null: V is k's row as it
-// comes).
+// comes). Token t's heads start at k + t·ld and v + t·ld.
 template <KvType kType>
-__global__ void PagedKvNormWriteKernel(const float* k, const float* v, const float* k_norm, bool v_norm, int kv_heads,
-                                       int H, float eps, const float* cos_sin, PagedTokens tokens, int block_size,
-                                       std::byte* k_pool, std::byte* v_pool) {
+__global__ void PagedKvNormWriteKernel(const float* k, const float* v, int64_t ld, const float* k_norm, bool v_norm,
+                                       int kv_heads, int H, float eps, const float* cos_sin, PagedTokens tokens,
+                                       int block_size, std::byte* k_pool, std::byte* v_pool) {
   using E = KvElem<kType>;
   const int64_t t = blockIdx.x;
   const int head = blockIdx.y;
@@ -170,8 +172,8 @@ __global__ void PagedKvNormWriteKernel(const float* k, const float* v, const flo
   const int64_t row = ((int64_t(block) * kv_heads + head) * block_size + pos % block_size) * H;
   auto* kd = reinterpret_cast<typename E::Storage*>(k_pool) + row;
   auto* vd = reinterpret_cast<typename E::Storage*>(v_pool) + row;
-  const float* ks = k + (t * kv_heads + head) * H;
-  const float* vs = v ? v + (t * kv_heads + head) * H : ks;
+  const float* ks = k + t * ld + head * H;
+  const float* vs = v ? v + t * ld + head * H : ks;
   const float k_inv = RowInvRms(ks, H, eps);
   const float v_inv = v_norm ? RowInvRms(vs, H, eps) : 1.f;
   const int half = H / 2;
@@ -224,10 +226,13 @@ Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_
   return CheckLaunch("RopeKernel");
 }
 
-Status RmsNormRopeRows(float* x, const float* w, int64_t T, int64_t heads, int64_t H, float eps, const float* cos_sin,
-                       cudaStream_t stream) {
+Status RmsNormRopeRows(const float* x, int64_t ld, float* out, const float* w, int64_t T, int64_t heads, int64_t H,
+                       float eps, const float* cos_sin, cudaStream_t stream) {
   if (T == 0) return Status::Ok();
-  RmsNormRopeKernel<<<unsigned(T * heads), kThreads, 0, stream>>>(x, w, heads, H, eps, cos_sin);
+  if (ld < heads * H || (x == out && ld != heads * H)) {
+    return Status::Error(StrCat("RmsNormRopeRows: a row stride of ", ld, " for ", heads, " heads of ", H));
+  }
+  RmsNormRopeKernel<<<unsigned(T * heads), kThreads, 0, stream>>>(x, ld, out, w, heads, H, eps, cos_sin);
   return CheckLaunch("RmsNormRopeKernel");
 }
 
@@ -258,13 +263,17 @@ Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, uint16
   return CheckLaunch("SplitToBf16Kernel");
 }
 
-Status PagedKvNormWrite(const float* k, const float* v, const float* k_norm, bool v_norm, int64_t T, int kv_heads, int H,
-                        float eps, const float* cos_sin, const PagedTokens& tokens, int block_size, DType dtype,
-                        std::byte* k_pool, std::byte* v_pool, cudaStream_t stream) {
+Status PagedKvNormWrite(const float* k, const float* v, int64_t ld, const float* k_norm, bool v_norm, int64_t T,
+                        int kv_heads, int H, float eps, const float* cos_sin, const PagedTokens& tokens, int block_size,
+                        DType dtype, std::byte* k_pool, std::byte* v_pool, cudaStream_t stream) {
   if (T == 0) return Status::Ok();
+  if (ld < int64_t(kv_heads) * H) {
+    return Status::Error(StrCat("PagedKvNormWrite: a row stride of ", ld, " for ", kv_heads, " heads of ", H));
+  }
   const dim3 grid{unsigned(T), unsigned(kv_heads)};
   const auto launch = [&](auto kernel) {
-    kernel<<<grid, kThreads, 0, stream>>>(k, v, k_norm, v_norm, kv_heads, H, eps, cos_sin, tokens, block_size, k_pool, v_pool);
+    kernel<<<grid, kThreads, 0, stream>>>(k, v, ld, k_norm, v_norm, kv_heads, H, eps, cos_sin, tokens, block_size,
+                                          k_pool, v_pool);
   };
   switch (dtype) {
     case DType::kF32: launch(PagedKvNormWriteKernel<KvType::kF32>); break;

@@ -34,9 +34,11 @@ Status ScatterAddRows(const float* x, int64_t D, const int32_t* rows, const floa
 // inverse: the rotation by −θ, RoPE's backward pass (the gradient through RopeRows).
 Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream,
                 bool inverse = false);
-// RMSNorm of each row (weight w, or none) then RopeRows, in place, in one kernel: q_norm and RoPE.
-Status RmsNormRopeRows(float* x, const float* w, int64_t T, int64_t heads, int64_t H, float eps, const float* cos_sin,
-                       cudaStream_t stream);
+// RMSNorm of each row (weight w, or none) then RopeRows, in one kernel: q_norm and RoPE. Token
+// t's heads are read from x + t·ld (ld ≥ heads·H: q's columns of a fused q|k|v product) and
+// written to out (T, heads, H); in place where x == out and ld == heads·H.
+Status RmsNormRopeRows(const float* x, int64_t ld, float* out, const float* w, int64_t T, int64_t heads, int64_t H,
+                       float eps, const float* cos_sin, cudaStream_t stream);
 // out[r] = the index of the largest of row r's n floats, the lowest among equal ones (ArgMax).
 Status ArgMaxRows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
 // out[i] = x[rows[i]] for n_rows rows of D floats.
@@ -59,9 +61,10 @@ struct PagedTokens {
 // layer's pool regions (layout of model/paged_kv.h: [block][kv_head][slot][H]) converted to
 // dtype (kF32, kF16, kBF16, kFp8E4m3, kFp8E5m2), in one kernel: RopeRows(RmsNormRows(k; k_norm))
 // and RmsNormRows(v) without a weight (v_norm: Gemma 4; else v as it is). v null: V is k as it
-// comes (K=V layers: V is the raw K projection). k and v are only read.
-Status PagedKvNormWrite(const float* k, const float* v, const float* k_norm, bool v_norm, int64_t T, int kv_heads, int H,
-                        float eps, const float* cos_sin, const PagedTokens& tokens, int block_size, DType dtype,
-                        std::byte* k_pool, std::byte* v_pool, cudaStream_t stream);
+// comes (K=V layers: V is the raw K projection). k and v are only read; token t's heads start at
+// k + t·ld and v + t·ld (ld ≥ kv_heads·H: ld larger where they are columns of a q|k|v product).
+Status PagedKvNormWrite(const float* k, const float* v, int64_t ld, const float* k_norm, bool v_norm, int64_t T,
+                        int kv_heads, int H, float eps, const float* cos_sin, const PagedTokens& tokens, int block_size,
+                        DType dtype, std::byte* k_pool, std::byte* v_pool, cudaStream_t stream);
 
 }  // namespace gk::cuda

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_test_util.h"
@@ -41,7 +42,8 @@ float PoolValue(DType dt, const std::vector<std::byte>& pool, size_t i) {
 // differ in the last bit, which can move a rounding), the slots no token names untouched. With a
 // V projection, without one (K=V layers: V is raw K), with V's norm (Gemma 4) and without; V
 // stored as it comes is the CPU's bytes exactly, in every dtype, saturation included (values
-// past f16's and the fp8 formats' ranges).
+// past f16's and the fp8 formats' ranges). Each from q, k and v apart and from the columns of
+// one q|k|v product (rows (N + 2K)·H apart), which must stay as they were.
 TEST(CudaDecoderOps, FusedNormRopeAndKvWriteMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
@@ -61,71 +63,100 @@ TEST(CudaDecoderOps, FusedNormRopeAndKvWriteMatchTheCpu) {
   const PagedTokens tokens{dpos->data(), doff->data(), dtab->data()};
 
   const auto q = Random(size_t(T * N * H), rng, 3.f), q_norm = Random(size_t(H), rng);
+  const auto k = Random(size_t(T * K * H), rng, 3.f);
+  auto v = Random(size_t(T * K * H), rng, 3.f);
+  v[7] = 70000.f;
+  v[9] = -1e6f;
+  const int64_t W = (N + 2 * K) * H;  // a q|k|v product's row
+  std::vector<float> qkv;
+  for (int t = 0; t < T; ++t) {
+    for (const std::vector<float>* part : {&q, &k, &std::as_const(v)}) {
+      const int64_t n = int64_t(part->size()) / T;
+      qkv.insert(qkv.end(), part->begin() + t * n, part->begin() + (t + 1) * n);
+    }
+  }
+  auto dqkv = DeviceBuffer<float>::From(qkv);
+  ASSERT_TRUE(dqkv.ok());
+
   std::vector<float> want_q(q.size());
   gk::RmsNormRows(q.data(), q_norm.data(), T * N, H, 1e-6f, want_q.data());
   for (int t = 0; t < T; ++t) ApplyRopeCosSin(want_q.data() + t * N * H, N, H, cos_sin.data() + t * H);
   auto dq = DeviceBuffer<float>::From(q);
   auto dqn = DeviceBuffer<float>::From(q_norm);
-  ASSERT_TRUE(dq.ok() && dqn.ok());
-  ASSERT_TRUE(RmsNormRopeRows(dq->data(), dqn->data(), T, N, H, 1e-6f, dcs->data(), 0).ok());
+  auto dq_out = DeviceBuffer<float>::From(std::vector<float>(q.size(), -7.f));
+  ASSERT_TRUE(dq.ok() && dqn.ok() && dq_out.ok());
+  ASSERT_TRUE(RmsNormRopeRows(dq->data(), N * H, dq->data(), dqn->data(), T, N, H, 1e-6f, dcs->data(), 0).ok());
   EXPECT_LT(RelErr(*dq->ToHost(), want_q), 1e-6);
+  ASSERT_TRUE(RmsNormRopeRows(dqkv->data(), W, dq_out->data(), dqn->data(), T, N, H, 1e-6f, dcs->data(), 0).ok());
+  EXPECT_LT(RelErr(*dq_out->ToHost(), want_q), 1e-6);
+  EXPECT_EQ(*dqkv->ToHost(), qkv);
+  EXPECT_FALSE(RmsNormRopeRows(dqkv->data(), W, dqkv->data(), dqn->data(), T, N, H, 1e-6f, dcs->data(), 0).ok());
+  EXPECT_FALSE(RmsNormRopeRows(dq->data(), N * H - 1, dq_out->data(), dqn->data(), T, N, H, 1e-6f, dcs->data(), 0).ok());
 
-  const auto k = Random(size_t(T * K * H), rng, 3.f);
-  auto v = Random(size_t(T * K * H), rng, 3.f);
-  v[7] = 70000.f;
-  v[9] = -1e6f;
   const auto k_norm = Random(size_t(H), rng);
   auto dk = DeviceBuffer<float>::From(k);
   auto dv = DeviceBuffer<float>::From(v);
   auto dkn = DeviceBuffer<float>::From(k_norm);
   ASSERT_TRUE(dk.ok() && dv.ok() && dkn.ok());
+  // (k, v, row stride): apart, or columns of the q|k|v rows.
+  const std::vector<std::tuple<const float*, const float*, int64_t>> layouts = {
+      {dk->data(), dv->data(), K * H}, {dqkv->data() + N * H, dqkv->data() + (N + K) * H, W}};
   std::vector<float> want_k(k.size());
   gk::RmsNormRows(k.data(), k_norm.data(), T * K, H, 1e-6f, want_k.data());
   for (int t = 0; t < T; ++t) ApplyRopeCosSin(want_k.data() + t * K * H, K, H, cos_sin.data() + t * H);
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2}) {
     for (const auto& [with_v, v_norm] : std::vector<std::pair<bool, bool>>{{true, true}, {false, true}, {true, false}}) {
-      const std::string what = StrCat(DTypeName(dt), with_v ? " with V" : " K=V", v_norm ? ", V normed" : "");
-      std::vector<float> want_v = with_v ? v : k;
-      if (v_norm) gk::RmsNormRows(want_v.data(), nullptr, T * K, H, 1e-6f, want_v.data());
-      const size_t elem = DTypeSize(dt), bytes = size_t(blocks * K * bs * H) * elem;
-      std::vector<std::byte> want_kp(bytes, std::byte{0x5a}), want_vp(bytes, std::byte{0x5a});
-      std::vector<char> written(bytes / elem, 0);
-      for (int t = 0; t < T; ++t) {
-        const int32_t block = tables[size_t(offset[size_t(t)] + pos[size_t(t)] / bs)];
-        for (int h = 0; h < K; ++h) {
-          const size_t row = size_t(((block * K + h) * bs + pos[size_t(t)] % bs) * H);
-          ConvertFromF32(dt, want_k.data() + (t * K + h) * H, H, want_kp.data() + row * elem);
-          ConvertFromF32(dt, want_v.data() + (t * K + h) * H, H, want_vp.data() + row * elem);
-          std::fill(written.begin() + int64_t(row), written.begin() + int64_t(row) + H, 1);
-        }
-      }
-      auto pk = DeviceBuffer<std::byte>::From(std::vector<std::byte>(bytes, std::byte{0x5a}));
-      auto pv = DeviceBuffer<std::byte>::From(std::vector<std::byte>(bytes, std::byte{0x5a}));
-      ASSERT_TRUE(pk.ok() && pv.ok());
-      const Status st = PagedKvNormWrite(dk->data(), with_v ? dv->data() : nullptr, dkn->data(), v_norm, T, K, H, 1e-6f,
-                                         dcs->data(), tokens, bs, dt, pk->data(), pv->data(), 0);
-      ASSERT_TRUE(st.ok()) << st.message();
-      for (const auto& [got, want, name] : {std::tuple{*pk->ToHost(), want_kp, "K"}, std::tuple{*pv->ToHost(), want_vp, "V"}}) {
-        for (size_t i = 0; i < written.size(); ++i) {
-          if (!written[i]) {
-            ASSERT_EQ(std::memcmp(got.data() + i * elem, want.data() + i * elem, elem), 0) << what << " " << name << " slot " << i;
-            continue;
+      for (const auto& [k_in, v_in, ld] : layouts) {
+        const std::string what = StrCat(DTypeName(dt), with_v ? " with V" : " K=V", v_norm ? ", V normed" : "",
+                                        ld == W ? ", q|k|v rows" : "");
+        std::vector<float> want_v = with_v ? v : k;
+        if (v_norm) gk::RmsNormRows(want_v.data(), nullptr, T * K, H, 1e-6f, want_v.data());
+        const size_t elem = DTypeSize(dt), bytes = size_t(blocks * K * bs * H) * elem;
+        std::vector<std::byte> want_kp(bytes, std::byte{0x5a}), want_vp(bytes, std::byte{0x5a});
+        std::vector<char> written(bytes / elem, 0);
+        for (int t = 0; t < T; ++t) {
+          const int32_t block = tables[size_t(offset[size_t(t)] + pos[size_t(t)] / bs)];
+          for (int h = 0; h < K; ++h) {
+            const size_t row = size_t(((block * K + h) * bs + pos[size_t(t)] % bs) * H);
+            ConvertFromF32(dt, want_k.data() + (t * K + h) * H, H, want_kp.data() + row * elem);
+            ConvertFromF32(dt, want_v.data() + (t * K + h) * H, H, want_vp.data() + row * elem);
+            std::fill(written.begin() + int64_t(row), written.begin() + int64_t(row) + H, 1);
           }
-          const float g = PoolValue(dt, got, i), e = PoolValue(dt, want, i);
-          if (name == std::string("V") && with_v && !v_norm) {
-            ASSERT_EQ(std::memcmp(got.data() + i * elem, want.data() + i * elem, elem), 0) << what << " V " << i;
-          } else if (dt == DType::kF32) {
-            ASSERT_NEAR(g, e, 1e-6f * 8.f) << what << " " << name << " " << i;
-          } else if (g != e) {  // a neighbour: one step of the dtype's grid at that magnitude
-            const int mantissa = dt == DType::kF16 ? 10 : dt == DType::kBF16 ? 7 : dt == DType::kFp8E4m3 ? 3 : 2;
-            const float subnormal_step = dt == DType::kFp8E4m3 ? 0x1p-9f : dt == DType::kFp8E5m2 ? 0x1p-16f : 0x1p-24f;
-            ASSERT_LE(std::fabs(g - e), std::ldexp(std::max(std::fabs(g), std::fabs(e)), -mantissa) + subnormal_step)
-                << what << " " << name << " " << i << ": " << g << " vs " << e;
+        }
+        auto pk = DeviceBuffer<std::byte>::From(std::vector<std::byte>(bytes, std::byte{0x5a}));
+        auto pv = DeviceBuffer<std::byte>::From(std::vector<std::byte>(bytes, std::byte{0x5a}));
+        ASSERT_TRUE(pk.ok() && pv.ok());
+        const Status st = PagedKvNormWrite(k_in, with_v ? v_in : nullptr, ld, dkn->data(), v_norm, T, K, H, 1e-6f,
+                                           dcs->data(), tokens, bs, dt, pk->data(), pv->data(), 0);
+        ASSERT_TRUE(st.ok()) << st.message();
+        for (const auto& [got, want, name] :
+             {std::tuple{*pk->ToHost(), want_kp, "K"}, std::tuple{*pv->ToHost(), want_vp, "V"}}) {
+          for (size_t i = 0; i < written.size(); ++i) {
+            if (!written[i]) {
+              ASSERT_EQ(std::memcmp(got.data() + i * elem, want.data() + i * elem, elem), 0)
+                  << what << " " << name << " slot " << i;
+              continue;
+            }
+            const float g = PoolValue(dt, got, i), e = PoolValue(dt, want, i);
+            if (name == std::string("V") && with_v && !v_norm) {
+              ASSERT_EQ(std::memcmp(got.data() + i * elem, want.data() + i * elem, elem), 0) << what << " V " << i;
+            } else if (dt == DType::kF32) {
+              ASSERT_NEAR(g, e, 1e-6f * 8.f) << what << " " << name << " " << i;
+            } else if (g != e) {  // a neighbour: one step of the dtype's grid at that magnitude
+              const int mantissa = dt == DType::kF16 ? 10 : dt == DType::kBF16 ? 7 : dt == DType::kFp8E4m3 ? 3 : 2;
+              const float subnormal_step = dt == DType::kFp8E4m3 ? 0x1p-9f : dt == DType::kFp8E5m2 ? 0x1p-16f : 0x1p-24f;
+              ASSERT_LE(std::fabs(g - e), std::ldexp(std::max(std::fabs(g), std::fabs(e)), -mantissa) + subnormal_step)
+                  << what << " " << name << " " << i << ": " << g << " vs " << e;
+            }
           }
         }
       }
     }
   }
+  EXPECT_EQ(*dqkv->ToHost(), qkv);
+  EXPECT_FALSE(PagedKvNormWrite(dk->data(), dv->data(), K * H - 1, dkn->data(), true, T, K, H, 1e-6f, dcs->data(),
+                                tokens, bs, DType::kF32, nullptr, nullptr, 0)
+                   .ok());
 }
 
 TEST(CudaDecoderOps, RopeNormAddGatherAndEmbedMatchTheCpu) {

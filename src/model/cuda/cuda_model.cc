@@ -625,19 +625,38 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.input_norm, T, D, eps, xn.data(), stream, staged));
   }
   input_normed = false;
-  GK_RETURN_IF_ERROR(gemm->RunStaged(L.q, xn.data(), T, q.data()));
-  GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kQ, xn.data(), q.data()));
-  GK_RETURN_IF_ERROR(cuda::RmsNormRopeRows(q.data(), L.q_norm, T, N, H, eps, cos_sin, stream));
-  if (!c.IsKvShared(l)) {
-    GK_RETURN_IF_ERROR(gemm->RunStaged(L.k, xn.data(), T, k.data()));
-    GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kK, xn.data(), k.data()));
-    if (!L.v.empty()) {  // (else a K=V layer: V is the raw K projection, before k_norm and RoPE)
-      GK_RETURN_IF_ERROR(gemm->RunStaged(L.v, xn.data(), T, v.data()));
-      GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kV, xn.data(), v.data()));
+  // K=V layers have no v: V is the raw K projection, before k_norm and RoPE.
+  const bool kv_here = !c.IsKvShared(l), has_v = !L.v.empty();
+  // Where the weights adjoin and no adapter adds to one of them, q, k and v are one product into
+  // `gate` (unused until the MLP): T rows of [q | k | v], which the two kernels after it read.
+  const int64_t W = L.qkv.rows;
+  const bool one_product = kv_here && !L.qkv.empty() && W == (N + K * (has_v ? 2 : 1)) * H && lora_runs.empty() &&
+                           size_t(T * W) <= gate.size();
+  const float *q_in = q.data(), *k_in = k.data(), *v_in = has_v ? v.data() : nullptr;
+  int64_t q_ld = N * H, kv_ld = K * H;
+  if (one_product) {
+    GK_RETURN_IF_ERROR(gemm->RunStaged(L.qkv, xn.data(), T, gate.data()));
+    q_in = gate.data();
+    k_in = q_in + N * H;
+    v_in = has_v ? k_in + K * H : nullptr;
+    q_ld = kv_ld = W;
+  } else {
+    GK_RETURN_IF_ERROR(gemm->RunStaged(L.q, xn.data(), T, q.data()));
+    GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kQ, xn.data(), q.data()));
+    if (kv_here) {
+      GK_RETURN_IF_ERROR(gemm->RunStaged(L.k, xn.data(), T, k.data()));
+      GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kK, xn.data(), k.data()));
+      if (has_v) {
+        GK_RETURN_IF_ERROR(gemm->RunStaged(L.v, xn.data(), T, v.data()));
+        GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kV, xn.data(), v.data()));
+      }
     }
-    GK_RETURN_IF_ERROR(cuda::PagedKvNormWrite(k.data(), L.v.empty() ? nullptr : v.data(), L.k_norm,
-                                              c.arch == Arch::kGemma4, T, int(K), int(H), eps, cos_sin, tokens[g],
-                                              pool.block_size(), pool.dtype(), pool.KData(l), pool.VData(l), stream));
+  }
+  GK_RETURN_IF_ERROR(cuda::RmsNormRopeRows(q_in, q_ld, q.data(), L.q_norm, T, N, H, eps, cos_sin, stream));
+  if (kv_here) {
+    GK_RETURN_IF_ERROR(cuda::PagedKvNormWrite(k_in, v_in, kv_ld, L.k_norm, c.arch == Arch::kGemma4, T, int(K), int(H),
+                                              eps, cos_sin, tokens[g], pool.block_size(), pool.dtype(), pool.KData(l),
+                                              pool.VData(l), stream));
   }
   const int source = c.KvSourceLayer(l);
   const int window = c.IsFull(source) ? 0 : c.sliding_window;

@@ -17,6 +17,14 @@ using cuda::DeviceMatrix;
 constexpr uint64_t kAlign = 256;
 uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// a's rows then b's as one matrix, where b's begin right after a's end; else an empty one.
+DeviceMatrix Adjoining(const DeviceMatrix& a, const DeviceMatrix& b) {
+  if (a.empty() || b.empty() || a.dtype != b.dtype || a.cols != b.cols) return {};
+  const auto* a_end = static_cast<const std::byte*>(a.data) + a.rows * a.cols * int64_t(DTypeSize(a.dtype));
+  if (b.data != a_end) return {};
+  return {a.dtype, a.rows + b.rows, a.cols, a.data};
+}
+
 }  // namespace
 
 Result<DeviceWeights> UploadWeights(const ModelConfig& c, const ModelWeights& w, uint64_t random_seed,
@@ -122,10 +130,8 @@ Result<DeviceWeights> UploadWeights(const ModelConfig& c, const ModelWeights& w,
     d.gate = matrix(m[4], L.gate);
     d.up = matrix(m[5], L.up);
     d.down = matrix(m[6], L.down);
-    const auto* gate_end = static_cast<const std::byte*>(d.gate.data) + d.gate.rows * d.gate.cols * int64_t(DTypeSize(d.gate.dtype));
-    if (!d.gate.empty() && !d.up.empty() && d.up.dtype == d.gate.dtype && d.up.cols == d.gate.cols && d.up.data == gate_end) {
-      d.gate_up = {d.gate.dtype, d.gate.rows + d.up.rows, d.gate.cols, d.gate.data};
-    }
+    d.gate_up = Adjoining(d.gate, d.up);
+    d.qkv = d.v.empty() ? Adjoining(d.q, d.k) : Adjoining(Adjoining(d.q, d.k), d.v);
     d.ple_gate = matrix(m[7], L.ple_gate);
     d.ple_proj = matrix(m[8], L.ple_proj);
     const int64_t* v = lp[l].vecs;

@@ -21,8 +21,9 @@ struct DeviceLayer {  // views into DeviceWeights::arena; absent tensors have nu
 
   cuda::DeviceMatrix q, k, v, o, gate, up, down, ple_gate, ple_proj, router;
   // gate's rows and up's as one matrix where they lie back to back in the arena (else empty):
-  // one product for both at decode.
-  cuda::DeviceMatrix gate_up;
+  // one product for both in passes of few tokens. qkv likewise, for passes of any length: q's,
+  // k's and v's rows (q's and k's on K=V layers, which have no v).
+  cuda::DeviceMatrix gate_up, qkv;
   const float* input_norm = nullptr;
   const float* post_attn_norm = nullptr;
   const float* pre_ffw_norm = nullptr;
