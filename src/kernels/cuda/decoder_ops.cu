@@ -94,24 +94,6 @@ __global__ void RopeKernel(float* x, int64_t heads, int64_t H, const float* cos_
   }
 }
 
-// One block per (token, head) row: q_norm's RMSNorm, then the rotation, as RmsNormKernel and
-// RopeKernel compute them, the row read once. Token t's heads start at x + t·ld.
-__global__ void RmsNormRopeKernel(const float* x, int64_t ld, float* out, const float* w, int64_t heads, int64_t H,
-                                  float eps, const float* cos_sin) {
-  const int64_t half = H / 2, t = blockIdx.x / heads;
-  const float* r = x + t * ld + blockIdx.x % heads * H;
-  float* o = out + blockIdx.x * H;
-  const float* c = cos_sin + t * H;
-  const float* s = c + half;
-  const float inv = RowInvRms(r, H, eps);  // (its barriers: the row is read before any thread writes it)
-  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {  // (in place: a thread writes what it read)
-    const float a = w ? r[j] * inv * w[j] : r[j] * inv;
-    const float b = w ? r[j + half] * inv * w[j + half] : r[j + half] * inv;
-    o[j] = a * c[j] - b * s[j];
-    o[j + half] = b * c[j] + a * s[j];
-  }
-}
-
 // One block per row: each thread's best (value, lowest index), then the block's.
 __global__ void ArgMaxKernel(const float* x, int64_t n, int32_t* out) {
   const float* row = x + blockIdx.x * n;
@@ -157,35 +139,49 @@ __global__ void SplitToBf16Kernel(const float* x, int64_t n, Bf16Staging out) {
   }
 }
 
-// Grid (T, kv_heads): one token's row of one head, K after k_norm and RoPE and V after its norm,
-// into the slot its block table names; k and v stay as they were (v null: V is k's row as it
-// comes). Token t's heads start at k + t·ld and v + t·ld.
+// Grid (T, heads + kv_heads), one block per row of H: blocks y < heads take token t's q head
+// y, q_norm's RMSNorm then the rotation, as RmsNormKernel and RopeKernel compute them (the row
+// read once; in place where q == q_out); blocks past them take its K head, K after k_norm and
+// RoPE and V after its norm, into the pool slot its block table names (v null: V is k's row as
+// it comes).
 template <KvType kType>
-__global__ void PagedKvNormWriteKernel(const float* k, const float* v, int64_t ld, const float* k_norm, bool v_norm,
-                                       int kv_heads, int H, float eps, const float* cos_sin, PagedTokens tokens,
-                                       int block_size, std::byte* k_pool, std::byte* v_pool) {
-  using E = KvElem<kType>;
+__global__ void QkvNormKernel(QkvNormWrite a) {
   const int64_t t = blockIdx.x;
-  const int head = blockIdx.y;
-  const int32_t pos = tokens.pos[t];
-  const int32_t block = tokens.tables[tokens.table_offset[t] + pos / block_size];
-  const int64_t row = ((int64_t(block) * kv_heads + head) * block_size + pos % block_size) * H;
-  auto* kd = reinterpret_cast<typename E::Storage*>(k_pool) + row;
-  auto* vd = reinterpret_cast<typename E::Storage*>(v_pool) + row;
-  const float* ks = k + t * ld + head * H;
-  const float* vs = v ? v + t * ld + head * H : ks;
-  const float k_inv = RowInvRms(ks, H, eps);
-  const float v_inv = v_norm ? RowInvRms(vs, H, eps) : 1.f;
-  const int half = H / 2;
-  const float* c = cos_sin + t * H;
+  const int half = a.H / 2;
+  const float* c = a.cos_sin + t * a.H;
   const float* s = c + half;
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    const float a = k_norm ? ks[j] * k_inv * k_norm[j] : ks[j] * k_inv;
-    const float b = k_norm ? ks[j + half] * k_inv * k_norm[j + half] : ks[j + half] * k_inv;
-    kd[j] = E::Store(a * c[j] - b * s[j]);
-    kd[j + half] = E::Store(b * c[j] + a * s[j]);
+  if (int(blockIdx.y) < a.heads) {
+    const float* r = a.q + t * a.q_ld + int64_t(blockIdx.y) * a.H;
+    float* o = a.q_out + (t * a.heads + blockIdx.y) * a.H;
+    const float* w = a.q_norm;
+    const float inv = RowInvRms(r, a.H, a.eps);  // (its barriers: the row is read before any thread writes it)
+    for (int j = threadIdx.x; j < half; j += blockDim.x) {  // (in place: a thread writes what it read)
+      const float x0 = w ? r[j] * inv * w[j] : r[j] * inv;
+      const float x1 = w ? r[j + half] * inv * w[j + half] : r[j + half] * inv;
+      o[j] = x0 * c[j] - x1 * s[j];
+      o[j + half] = x1 * c[j] + x0 * s[j];
+    }
+    return;
   }
-  for (int i = threadIdx.x; i < H; i += blockDim.x) vd[i] = E::Store(v_norm ? vs[i] * v_inv : vs[i]);
+  using E = KvElem<kType>;
+  const int head = int(blockIdx.y) - a.heads;
+  const int32_t pos = a.tokens.pos[t];
+  const int32_t block = a.tokens.tables[a.tokens.table_offset[t] + pos / a.block_size];
+  const int64_t row = ((int64_t(block) * a.kv_heads + head) * a.block_size + pos % a.block_size) * a.H;
+  auto* kd = reinterpret_cast<typename E::Storage*>(a.k_pool) + row;
+  auto* vd = reinterpret_cast<typename E::Storage*>(a.v_pool) + row;
+  const float* ks = a.k + t * a.kv_ld + int64_t(head) * a.H;
+  const float* vs = a.v ? a.v + t * a.kv_ld + int64_t(head) * a.H : ks;
+  const float k_inv = RowInvRms(ks, a.H, a.eps);
+  const float v_inv = a.v_norm ? RowInvRms(vs, a.H, a.eps) : 1.f;
+  const float* w = a.k_norm;
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    const float x0 = w ? ks[j] * k_inv * w[j] : ks[j] * k_inv;
+    const float x1 = w ? ks[j + half] * k_inv * w[j + half] : ks[j + half] * k_inv;
+    kd[j] = E::Store(x0 * c[j] - x1 * s[j]);
+    kd[j + half] = E::Store(x1 * c[j] + x0 * s[j]);
+  }
+  for (int i = threadIdx.x; i < a.H; i += blockDim.x) vd[i] = E::Store(a.v_norm ? vs[i] * v_inv : vs[i]);
 }
 
 }  // namespace
@@ -226,16 +222,6 @@ Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_
   return CheckLaunch("RopeKernel");
 }
 
-Status RmsNormRopeRows(const float* x, int64_t ld, float* out, const float* w, int64_t T, int64_t heads, int64_t H,
-                       float eps, const float* cos_sin, cudaStream_t stream) {
-  if (T == 0) return Status::Ok();
-  if (ld < heads * H || (x == out && ld != heads * H)) {
-    return Status::Error(StrCat("RmsNormRopeRows: a row stride of ", ld, " for ", heads, " heads of ", H));
-  }
-  RmsNormRopeKernel<<<unsigned(T * heads), kThreads, 0, stream>>>(x, ld, out, w, heads, H, eps, cos_sin);
-  return CheckLaunch("RmsNormRopeKernel");
-}
-
 Status ArgMaxRows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
   ArgMaxKernel<<<unsigned(rows), kThreads, 0, stream>>>(x, n, out);
@@ -263,27 +249,23 @@ Status SplitToBf16(const float* x, int64_t n, uint16_t* hi, uint16_t* lo, uint16
   return CheckLaunch("SplitToBf16Kernel");
 }
 
-Status PagedKvNormWrite(const float* k, const float* v, int64_t ld, const float* k_norm, bool v_norm, int64_t T,
-                        int kv_heads, int H, float eps, const float* cos_sin, const PagedTokens& tokens, int block_size,
-                        DType dtype, std::byte* k_pool, std::byte* v_pool, cudaStream_t stream) {
-  if (T == 0) return Status::Ok();
-  if (ld < int64_t(kv_heads) * H) {
-    return Status::Error(StrCat("PagedKvNormWrite: a row stride of ", ld, " for ", kv_heads, " heads of ", H));
+Status NormRopeAndKvWrite(const QkvNormWrite& a, cudaStream_t stream) {
+  if (a.T == 0 || a.heads + a.kv_heads == 0) return Status::Ok();
+  if ((a.heads > 0 && (a.q_ld < int64_t(a.heads) * a.H || (a.q == a.q_out && a.q_ld != int64_t(a.heads) * a.H))) ||
+      (a.kv_heads > 0 && a.kv_ld < int64_t(a.kv_heads) * a.H)) {
+    return Status::Error(StrCat("NormRopeAndKvWrite: row strides of ", a.q_ld, " and ", a.kv_ld, " for ", a.heads,
+                                " and ", a.kv_heads, " heads of ", a.H));
   }
-  const dim3 grid{unsigned(T), unsigned(kv_heads)};
-  const auto launch = [&](auto kernel) {
-    kernel<<<grid, kThreads, 0, stream>>>(k, v, ld, k_norm, v_norm, kv_heads, H, eps, cos_sin, tokens, block_size,
-                                          k_pool, v_pool);
-  };
-  switch (dtype) {
-    case DType::kF32: launch(PagedKvNormWriteKernel<KvType::kF32>); break;
-    case DType::kF16: launch(PagedKvNormWriteKernel<KvType::kF16>); break;
-    case DType::kBF16: launch(PagedKvNormWriteKernel<KvType::kBF16>); break;
-    case DType::kFp8E4m3: launch(PagedKvNormWriteKernel<KvType::kE4M3>); break;
-    case DType::kFp8E5m2: launch(PagedKvNormWriteKernel<KvType::kE5M2>); break;
-    default: return Status::Error(StrCat("paged KV cache dtype ", DTypeName(dtype), " is not supported on the GPU"));
+  const dim3 grid{unsigned(a.T), unsigned(a.heads + a.kv_heads)};
+  switch (a.kv_heads == 0 ? DType::kF32 : a.dtype) {  // (q alone: any instance does)
+    case DType::kF32: QkvNormKernel<KvType::kF32><<<grid, kThreads, 0, stream>>>(a); break;
+    case DType::kF16: QkvNormKernel<KvType::kF16><<<grid, kThreads, 0, stream>>>(a); break;
+    case DType::kBF16: QkvNormKernel<KvType::kBF16><<<grid, kThreads, 0, stream>>>(a); break;
+    case DType::kFp8E4m3: QkvNormKernel<KvType::kE4M3><<<grid, kThreads, 0, stream>>>(a); break;
+    case DType::kFp8E5m2: QkvNormKernel<KvType::kE5M2><<<grid, kThreads, 0, stream>>>(a); break;
+    default: return Status::Error(StrCat("paged KV cache dtype ", DTypeName(a.dtype), " is not supported on the GPU"));
   }
-  return CheckLaunch("PagedKvNormWriteKernel");
+  return CheckLaunch("QkvNormKernel");
 }
 
 }  // namespace gk::cuda

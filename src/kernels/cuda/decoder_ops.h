@@ -34,11 +34,6 @@ Status ScatterAddRows(const float* x, int64_t D, const int32_t* rows, const floa
 // inverse: the rotation by −θ, RoPE's backward pass (the gradient through RopeRows).
 Status RopeRows(float* x, int64_t T, int64_t heads, int64_t H, const float* cos_sin, cudaStream_t stream,
                 bool inverse = false);
-// RMSNorm of each row (weight w, or none) then RopeRows, in one kernel: q_norm and RoPE. Token
-// t's heads are read from x + t·ld (ld ≥ heads·H: q's columns of a fused q|k|v product) and
-// written to out (T, heads, H); in place where x == out and ld == heads·H.
-Status RmsNormRopeRows(const float* x, int64_t ld, float* out, const float* w, int64_t T, int64_t heads, int64_t H,
-                       float eps, const float* cos_sin, cudaStream_t stream);
 // out[r] = the index of the largest of row r's n floats, the lowest among equal ones (ArgMax).
 Status ArgMaxRows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
 // out[i] = x[rows[i]] for n_rows rows of D floats.
@@ -57,14 +52,36 @@ struct PagedTokens {
   const int32_t* tables = nullptr;
 };
 
-// A layer's new K and V, T tokens × kv_heads rows of H f32 from its raw projections, into one
-// layer's pool regions (layout of model/paged_kv.h: [block][kv_head][slot][H]) converted to
-// dtype (kF32, kF16, kBF16, kFp8E4m3, kFp8E5m2), in one kernel: RopeRows(RmsNormRows(k; k_norm))
-// and RmsNormRows(v) without a weight (v_norm: Gemma 4; else v as it is). v null: V is k as it
-// comes (K=V layers: V is the raw K projection). k and v are only read; token t's heads start at
-// k + t·ld and v + t·ld (ld ≥ kv_heads·H: ld larger where they are columns of a q|k|v product).
-Status PagedKvNormWrite(const float* k, const float* v, int64_t ld, const float* k_norm, bool v_norm, int64_t T,
-                        int kv_heads, int H, float eps, const float* cos_sin, const PagedTokens& tokens, int block_size,
-                        DType dtype, std::byte* k_pool, std::byte* v_pool, cudaStream_t stream);
+// One pass's q, k and v after their products, in one kernel: q's heads RMSNormed (q_norm, or no
+// weight) and rotated (RopeRows) into q_out (T, heads, H); K's and V's heads into one layer's
+// pool regions (layout of model/paged_kv.h: [block][kv_head][slot][H]) converted to dtype (kF32,
+// kF16, kBF16, kFp8E4m3, kFp8E5m2): RopeRows(RmsNormRows(k; k_norm)) and RmsNormRows(v) without
+// a weight (v_norm: Gemma 4; else v as it is). Token t's q heads start at q + t·q_ld, its K and V
+// heads at k + t·kv_ld and v + t·kv_ld: apart, or the columns of one q|k|v product. v null: V is
+// k as it comes (K=V layers: V is the raw K projection). kv_heads 0: q alone (a layer that reads
+// another's KV). q may be q_out (then q_ld = heads·H); k and v are only read.
+struct QkvNormWrite {
+  int64_t T = 0;
+  int H = 0;
+  float eps = 1e-6f;
+  const float* cos_sin = nullptr;  // per token H floats (RopeRows)
+  int heads = 0;
+  const float* q = nullptr;
+  int64_t q_ld = 0;
+  float* q_out = nullptr;
+  const float* q_norm = nullptr;
+  int kv_heads = 0;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t kv_ld = 0;
+  const float* k_norm = nullptr;
+  bool v_norm = false;
+  PagedTokens tokens;
+  int block_size = 0;
+  DType dtype = DType::kF32;
+  std::byte* k_pool = nullptr;
+  std::byte* v_pool = nullptr;
+};
+Status NormRopeAndKvWrite(const QkvNormWrite& a, cudaStream_t stream);
 
 }  // namespace gk::cuda

@@ -36,14 +36,15 @@ float PoolValue(DType dt, const std::vector<std::byte>& pool, size_t i) {
   }
 }
 
-// q's norm and RoPE in one kernel, and K's norm and RoPE, V's norm and the paged write in
-// another, against the CPU's RmsNormRows, ApplyRopeCosSin and ConvertFromF32: the f32 values
-// within 1e-6, each narrower element the CPU's or its neighbour (the two sides' f32 values may
-// differ in the last bit, which can move a rounding), the slots no token names untouched. With a
-// V projection, without one (K=V layers: V is raw K), with V's norm (Gemma 4) and without; V
-// stored as it comes is the CPU's bytes exactly, in every dtype, saturation included (values
-// past f16's and the fp8 formats' ranges). Each from q, k and v apart and from the columns of
-// one q|k|v product (rows (N + 2K)·H apart), which must stay as they were.
+// q's norm and RoPE, K's norm and RoPE, V's norm and the paged write in one kernel
+// (NormRopeAndKvWrite), against the CPU's RmsNormRows, ApplyRopeCosSin and ConvertFromF32: the
+// f32 values within 1e-6, each narrower element the CPU's or its neighbour (the two sides' f32
+// values may differ in the last bit, which can move a rounding), the slots no token names
+// untouched. With a V projection, without one (K=V layers: V is raw K), with V's norm (Gemma 4)
+// and without; V stored as it comes is the CPU's bytes exactly, in every dtype, saturation
+// included (values past f16's and the fp8 formats' ranges). Each from q, k and v apart and from
+// the columns of one q|k|v product (rows (N + 2K)·H apart), which must stay as they were; q
+// alone (a layer reading another's KV) in place and from the product's columns.
 TEST(CudaDecoderOps, FusedNormRopeAndKvWriteMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(std::random_device{}());
@@ -85,30 +86,49 @@ TEST(CudaDecoderOps, FusedNormRopeAndKvWriteMatchTheCpu) {
   auto dqn = DeviceBuffer<float>::From(q_norm);
   auto dq_out = DeviceBuffer<float>::From(std::vector<float>(q.size(), -7.f));
   ASSERT_TRUE(dq.ok() && dqn.ok() && dq_out.ok());
-  ASSERT_TRUE(RmsNormRopeRows(dq->data(), N * H, dq->data(), dqn->data(), T, N, H, 1e-6f, dcs->data(), 0).ok());
+  QkvNormWrite only_q;
+  only_q.T = T;
+  only_q.H = H;
+  only_q.cos_sin = dcs->data();
+  only_q.heads = N;
+  only_q.q = dq->data();
+  only_q.q_ld = N * H;
+  only_q.q_out = dq->data();
+  only_q.q_norm = dqn->data();
+  ASSERT_TRUE(NormRopeAndKvWrite(only_q, 0).ok());
   EXPECT_LT(RelErr(*dq->ToHost(), want_q), 1e-6);
-  ASSERT_TRUE(RmsNormRopeRows(dqkv->data(), W, dq_out->data(), dqn->data(), T, N, H, 1e-6f, dcs->data(), 0).ok());
+  only_q.q = dqkv->data();
+  only_q.q_ld = W;
+  only_q.q_out = dq_out->data();
+  ASSERT_TRUE(NormRopeAndKvWrite(only_q, 0).ok());
   EXPECT_LT(RelErr(*dq_out->ToHost(), want_q), 1e-6);
   EXPECT_EQ(*dqkv->ToHost(), qkv);
-  EXPECT_FALSE(RmsNormRopeRows(dqkv->data(), W, dqkv->data(), dqn->data(), T, N, H, 1e-6f, dcs->data(), 0).ok());
-  EXPECT_FALSE(RmsNormRopeRows(dq->data(), N * H - 1, dq_out->data(), dqn->data(), T, N, H, 1e-6f, dcs->data(), 0).ok());
+  QkvNormWrite bad = only_q;
+  bad.q_out = dqkv->data();  // in place, but rows W apart
+  EXPECT_FALSE(NormRopeAndKvWrite(bad, 0).ok());
+  bad = only_q;
+  bad.q_ld = N * H - 1;
+  EXPECT_FALSE(NormRopeAndKvWrite(bad, 0).ok());
 
   const auto k_norm = Random(size_t(H), rng);
   auto dk = DeviceBuffer<float>::From(k);
   auto dv = DeviceBuffer<float>::From(v);
   auto dkn = DeviceBuffer<float>::From(k_norm);
   ASSERT_TRUE(dk.ok() && dv.ok() && dkn.ok());
-  // (k, v, row stride): apart, or columns of the q|k|v rows.
-  const std::vector<std::tuple<const float*, const float*, int64_t>> layouts = {
-      {dk->data(), dv->data(), K * H}, {dqkv->data() + N * H, dqkv->data() + (N + K) * H, W}};
+  // (q, k, v, row strides): apart, or columns of the q|k|v rows.
+  auto dq_in = DeviceBuffer<float>::From(q);
+  ASSERT_TRUE(dq_in.ok());
+  const std::vector<std::tuple<const float*, const float*, const float*, int64_t, int64_t>> layouts = {
+      {dq_in->data(), dk->data(), dv->data(), N * H, K * H},
+      {dqkv->data(), dqkv->data() + N * H, dqkv->data() + (N + K) * H, W, W}};
   std::vector<float> want_k(k.size());
   gk::RmsNormRows(k.data(), k_norm.data(), T * K, H, 1e-6f, want_k.data());
   for (int t = 0; t < T; ++t) ApplyRopeCosSin(want_k.data() + t * K * H, K, H, cos_sin.data() + t * H);
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2}) {
     for (const auto& [with_v, v_norm] : std::vector<std::pair<bool, bool>>{{true, true}, {false, true}, {true, false}}) {
-      for (const auto& [k_in, v_in, ld] : layouts) {
+      for (const auto& [q_in, k_in, v_in, q_ld, kv_ld] : layouts) {
         const std::string what = StrCat(DTypeName(dt), with_v ? " with V" : " K=V", v_norm ? ", V normed" : "",
-                                        ld == W ? ", q|k|v rows" : "");
+                                        kv_ld == W ? ", q|k|v rows" : "");
         std::vector<float> want_v = with_v ? v : k;
         if (v_norm) gk::RmsNormRows(want_v.data(), nullptr, T * K, H, 1e-6f, want_v.data());
         const size_t elem = DTypeSize(dt), bytes = size_t(blocks * K * bs * H) * elem;
@@ -126,9 +146,26 @@ TEST(CudaDecoderOps, FusedNormRopeAndKvWriteMatchTheCpu) {
         auto pk = DeviceBuffer<std::byte>::From(std::vector<std::byte>(bytes, std::byte{0x5a}));
         auto pv = DeviceBuffer<std::byte>::From(std::vector<std::byte>(bytes, std::byte{0x5a}));
         ASSERT_TRUE(pk.ok() && pv.ok());
-        const Status st = PagedKvNormWrite(k_in, with_v ? v_in : nullptr, ld, dkn->data(), v_norm, T, K, H, 1e-6f,
-                                           dcs->data(), tokens, bs, dt, pk->data(), pv->data(), 0);
+        auto fresh_q = DeviceBuffer<float>::From(std::vector<float>(q.size(), -7.f));
+        ASSERT_TRUE(fresh_q.ok());
+        QkvNormWrite a = only_q;
+        a.q = q_in;
+        a.q_ld = q_ld;
+        a.q_out = fresh_q->data();
+        a.kv_heads = K;
+        a.k = k_in;
+        a.v = with_v ? v_in : nullptr;
+        a.kv_ld = kv_ld;
+        a.k_norm = dkn->data();
+        a.v_norm = v_norm;
+        a.tokens = tokens;
+        a.block_size = bs;
+        a.dtype = dt;
+        a.k_pool = pk->data();
+        a.v_pool = pv->data();
+        const Status st = NormRopeAndKvWrite(a, 0);
         ASSERT_TRUE(st.ok()) << st.message();
+        EXPECT_LT(RelErr(*fresh_q->ToHost(), want_q), 1e-6) << what;
         for (const auto& [got, want, name] :
              {std::tuple{*pk->ToHost(), want_kp, "K"}, std::tuple{*pv->ToHost(), want_vp, "V"}}) {
           for (size_t i = 0; i < written.size(); ++i) {
@@ -154,9 +191,11 @@ TEST(CudaDecoderOps, FusedNormRopeAndKvWriteMatchTheCpu) {
     }
   }
   EXPECT_EQ(*dqkv->ToHost(), qkv);
-  EXPECT_FALSE(PagedKvNormWrite(dk->data(), dv->data(), K * H - 1, dkn->data(), true, T, K, H, 1e-6f, dcs->data(),
-                                tokens, bs, DType::kF32, nullptr, nullptr, 0)
-                   .ok());
+  bad = only_q;
+  bad.kv_heads = K;
+  bad.k = dk->data();
+  bad.kv_ld = K * H - 1;
+  EXPECT_FALSE(NormRopeAndKvWrite(bad, 0).ok());
 }
 
 TEST(CudaDecoderOps, RopeNormAddGatherAndEmbedMatchTheCpu) {

@@ -618,28 +618,50 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
   const float* cos_sin = rope_table.data() + rope_offset[size_t(rope.slot[size_t(l)])];
   const int g = int(LayerKvGroup(c, l));
 
-  // Attention: projections (x normed once, converted to bf16 once for all three), q's norm and
-  // RoPE in one kernel, K's and V's norms, RoPE and the KV write in another, softmax(q·k)·v, o_proj.
+  // Attention: projections (x normed once, converted to bf16 once for all three), then q's norm
+  // and RoPE, K's and V's norms, RoPE and the KV write in one kernel, softmax(q·k)·v, o_proj.
   if (!input_normed) {  // (else the previous layer's last residual add normed it)
     GK_ASSIGN_OR_RETURN(const cuda::Bf16Staging staged, gemm->StagingFor(size_t(T * D)));
     GK_RETURN_IF_ERROR(cuda::RmsNormRows(x.data(), L.input_norm, T, D, eps, xn.data(), stream, staged));
   }
   input_normed = false;
+  // Then one kernel norms and rotates q, and norms, rotates and writes K and V to the pool.
   // K=V layers have no v: V is the raw K projection, before k_norm and RoPE.
   const bool kv_here = !c.IsKvShared(l), has_v = !L.v.empty();
+  cuda::QkvNormWrite n;
+  n.T = T;
+  n.H = int(H);
+  n.eps = eps;
+  n.cos_sin = cos_sin;
+  n.heads = int(N);
+  n.q = q.data();
+  n.q_ld = N * H;
+  n.q_out = q.data();
+  n.q_norm = L.q_norm;
+  if (kv_here) {
+    n.kv_heads = int(K);
+    n.k = k.data();
+    n.v = has_v ? v.data() : nullptr;
+    n.kv_ld = K * H;
+    n.k_norm = L.k_norm;
+    n.v_norm = c.arch == Arch::kGemma4;
+    n.tokens = tokens[g];
+    n.block_size = pool.block_size();
+    n.dtype = pool.dtype();
+    n.k_pool = pool.KData(l);
+    n.v_pool = pool.VData(l);
+  }
   // Where the weights adjoin and no adapter adds to one of them, q, k and v are one product into
-  // `gate` (unused until the MLP): T rows of [q | k | v], which the two kernels after it read.
+  // `gate` (unused until the MLP): T rows of [q | k | v], the kernel reading its columns.
   const int64_t W = L.qkv.rows;
   const bool one_product = kv_here && !L.qkv.empty() && W == (N + K * (has_v ? 2 : 1)) * H && lora_runs.empty() &&
                            size_t(T * W) <= gate.size();
-  const float *q_in = q.data(), *k_in = k.data(), *v_in = has_v ? v.data() : nullptr;
-  int64_t q_ld = N * H, kv_ld = K * H;
   if (one_product) {
     GK_RETURN_IF_ERROR(gemm->RunStaged(L.qkv, xn.data(), T, gate.data()));
-    q_in = gate.data();
-    k_in = q_in + N * H;
-    v_in = has_v ? k_in + K * H : nullptr;
-    q_ld = kv_ld = W;
+    n.q = gate.data();
+    n.k = n.q + N * H;
+    n.v = has_v ? n.k + K * H : nullptr;
+    n.q_ld = n.kv_ld = W;
   } else {
     GK_RETURN_IF_ERROR(gemm->RunStaged(L.q, xn.data(), T, q.data()));
     GK_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kQ, xn.data(), q.data()));
@@ -652,12 +674,7 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
       }
     }
   }
-  GK_RETURN_IF_ERROR(cuda::RmsNormRopeRows(q_in, q_ld, q.data(), L.q_norm, T, N, H, eps, cos_sin, stream));
-  if (kv_here) {
-    GK_RETURN_IF_ERROR(cuda::PagedKvNormWrite(k_in, v_in, kv_ld, L.k_norm, c.arch == Arch::kGemma4, T, int(K), int(H),
-                                              eps, cos_sin, tokens[g], pool.block_size(), pool.dtype(), pool.KData(l),
-                                              pool.VData(l), stream));
-  }
+  GK_RETURN_IF_ERROR(cuda::NormRopeAndKvWrite(n, stream));
   const int source = c.KvSourceLayer(l);
   const int window = c.IsFull(source) ? 0 : c.sliding_window;
   // Without a prefill chunk every row's output comes from the paged kernel, which then also
