@@ -67,6 +67,13 @@ def bench_model(gk):
         if extra[extra.index("--batch") + 1] == "2":
             check(r["batch"] == 2 and r["batch_decode_tok_s"] > 0 and r["burst_output_tok_s"] > 0,
                   f"{preset}: the batched and burst figures: {r.get('batch_error')}")
+            check(close(r["batch_ratio"], r["batch_decode_tok_s"] / r["batch_ceiling_tok_s"], 1e-6) and
+                  close(r["burst_ratio"], r["burst_output_tok_s"] / r["burst_ceiling_tok_s"], 1e-6) and
+                  r["burst_ceiling_tok_s"] < r["batch_ceiling_tok_s"] and
+                  0 < r["batch_kv_gb_first_step"] < r["batch_kv_gb_last_step"],
+                  f"{preset}: the batched and burst ratios to their ceilings")
+        check(r["reference_burst_ceiling_tok_s"] <= r["reference_burst_ceiling_fp8kv_tok_s"] and
+              r["reference_burst_ceiling_tok_s"] > 0, f"{preset}: the reference burst's ceilings")
         check((r["graphs_captured"] > 0 and r["graph_replays"] > 0) == graphs,
               f"{preset}: graphs captured {r['graphs_captured']}, replayed {r['graph_replays']} (expected {graphs})")
         check((r["graph_nodes"] > 0) == graphs, f"{preset}: {r['graph_nodes']} operations in a decode step's graph")

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <utility>
 
 #include "engines/generate/single_sequence.h"
 #include "kernels/cuda/device_limits.h"
@@ -13,6 +14,8 @@
 #include "kernels/ops.h"
 #include "model/cuda/cuda_model.h"
 #include "model/presets.h"
+#include "tensor/dtype.h"
+#include "tools/bench/burst_ceiling.h"
 #include "util/clock.h"
 
 namespace gk {
@@ -108,7 +111,8 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
   const double head = double(c.vocab_size) * double(c.hidden_size);
   // Prefill computes the head for the last position only; a batched decode step for every row.
   const double prefill_flops = 2.0 * (weights_per_token - head) + 2.0 * head / o.prompt_len;
-  const double decode_flops = 2.0 * weights_per_token;
+  const int kv_elem = int(DTypeSize(model->default_kv_dtype()));
+  const DeviceRoofline roofline{limits.copy_bytes_per_s, limits.bf16_flop_per_s};
 
   const auto prompt = RandomTokens(c, o.prompt_len, 7);
   GK_ASSIGN_OR_RETURN(SingleSequence seq, SingleSequence::Create(*model, o.prompt_len + o.gen_len));
@@ -147,6 +151,15 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
   };
   r["decode_ratio"] = r["decode_tok_s"].get<double>() * bytes_per_token / limits.copy_bytes_per_s;
   r["prefill_ratio"] = r["prefill_tok_s"].get<double>() * prefill_flops / limits.bf16_flop_per_s;
+  // Whether the reference case's burst goal can be reached on this GPU at all: the least time
+  // of 64 prompts of 128 tokens and 255 decode steps after them (256 tokens out each), with this
+  // model's KV dtype and with fp8 KV.
+  for (const auto& [key, elem] : {std::pair{"reference_burst_ceiling_tok_s", kv_elem},
+                                  std::pair{"reference_burst_ceiling_fp8kv_tok_s", 1}}) {
+    const BurstCeiling least = BurstCeilingOf(c, bytes_per_token, weights_per_token, head, elem, {64, 128, 255, 0}, roofline);
+    r[key] = 64.0 * 256 / (least.prefill_s + least.decode_s);
+  }
+  r["kv_dtype"] = DTypeName(model->default_kv_dtype());
   if (o.batch > 0) {
     // The batch's KV (64 × 256 positions of the 31B shape: 14 GB) may not fit beside the
     // weights on a smaller GPU: then the single-sequence figures stand alone, with the reason.
@@ -164,9 +177,20 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
     r["batch"] = o.batch;
     r["batch_prompt"] = o.batch_prompt;
     if (batch_status.ok()) {
+      // Held to the least time the same passes can take (tools/bench/burst_ceiling.h): the
+      // weights and every row's KV at the copy bandwidth or the products at the GEMM rate,
+      // whichever is slower, step by step.
+      const BurstCeiling least = BurstCeilingOf(c, bytes_per_token, weights_per_token, head, kv_elem,
+                                                {o.batch, o.batch_prompt, o.gen_len, model->max_chunk()}, roofline);
+      const double tokens = double(o.batch) * o.gen_len;
       r["batch_decode_tok_s"] = Median(rates);
-      r["batch_ratio"] = Median(rates) * decode_flops / limits.bf16_flop_per_s;
+      r["batch_ceiling_tok_s"] = tokens / least.decode_s;
+      r["batch_ratio"] = Median(rates) / (tokens / least.decode_s);
+      r["batch_kv_gb_first_step"] = least.kv_bytes_first_step / 1e9;
+      r["batch_kv_gb_last_step"] = least.kv_bytes_last_step / 1e9;
       r["burst_output_tok_s"] = Median(burst);
+      r["burst_ceiling_tok_s"] = tokens / (least.prefill_s + least.decode_s);
+      r["burst_ratio"] = Median(burst) / (tokens / (least.prefill_s + least.decode_s));
     } else {
       r["batch_error"] = batch_status.message();
     }
@@ -202,13 +226,23 @@ std::string FormatGpuModelBench(const nlohmann::json& r) {
            r["batch_error"].get<std::string>() + "\n";
   } else if (r.contains("batch")) {
     std::snprintf(buf, sizeof(buf),
-                  "batched  %d sequences: %.0f tokens/s = %.2f of the GEMM rate\n"
-                  "burst    %d prompts of %d tokens, %d out each, all at once: %.0f output tokens/s\n",
+                  "batched  %d sequences: %.0f tokens/s = %.2f of the ceiling's %.0f (weights + %.1f-%.1f GB of KV "
+                  "per step at copy bandwidth, or the GEMM rate)\n"
+                  "burst    %d prompts of %d tokens, %d out each, all at once: %.0f output tokens/s = %.2f of the "
+                  "ceiling's %.0f\n",
                   r["batch"].get<int>(), r["batch_decode_tok_s"].get<double>(), r["batch_ratio"].get<double>(),
-                  r["batch"].get<int>(), r["batch_prompt"].get<int>(), r["gen_len"].get<int>(),
-                  r["burst_output_tok_s"].get<double>());
+                  r["batch_ceiling_tok_s"].get<double>(), r["batch_kv_gb_first_step"].get<double>(),
+                  r["batch_kv_gb_last_step"].get<double>(), r["batch"].get<int>(), r["batch_prompt"].get<int>(),
+                  r["gen_len"].get<int>(), r["burst_output_tok_s"].get<double>(), r["burst_ratio"].get<double>(),
+                  r["burst_ceiling_tok_s"].get<double>());
     out += buf;
   }
+  std::snprintf(buf, sizeof(buf),
+                "ceiling  the reference's burst (64 x 128 in / 256 out) here: at most %.0f output tokens/s with %s "
+                "KV, %.0f with fp8 KV (vLLM on 2xH100: 3,158)\n",
+                r["reference_burst_ceiling_tok_s"].get<double>(), r["kv_dtype"].get<std::string>().c_str(),
+                r["reference_burst_ceiling_fp8kv_tok_s"].get<double>());
+  out += buf;
   if (r["cuda_graphs"].get<bool>() && r["graphs_captured"].get<int64_t>() == 0 && r["moe"].get<bool>()) {
     out += "graphs   none: MoE decode steps route on the host between kernels, and run eagerly\n";
   } else if (r["cuda_graphs"].get<bool>()) {

@@ -1,10 +1,14 @@
 // `gemmakit bench model --device cuda`: prefill, single-sequence decode, batched decode and the
 // reference case's burst (B prompts at once, then their decodes) of the CUDA runner, each printed
 // beside the limit measured in the same run (kernels/cuda/device_limits.h):
-//   decode            tokens/s × weight bytes per token  ÷ device-to-device copy bandwidth
-//   prefill, batched  tokens/s × 2 × weights per token   ÷ cuBLASLt's bf16 GEMM rate
-// (attention FLOPs are not counted, as in the CPU's bench model). `--preset` builds random
-// weights in GPU memory, so a 31B-shaped run needs no checkpoint on disk.
+//   decode          tokens/s × weight bytes per token  ÷ device-to-device copy bandwidth
+//   prefill         tokens/s × 2 × weights per token   ÷ cuBLASLt's bf16 GEMM rate
+//   batched, burst  tokens/s ÷ the same passes' ceiling: each step the weights and every row's
+//                   KV at the copy bandwidth or its products at the GEMM rate, whichever is
+//                   slower (tools/bench/burst_ceiling.h)
+// (attention FLOPs are not counted, as in the CPU's bench model). It also prints the ceiling of
+// the reference case's burst on this GPU, which says whether that goal can be reached at all.
+// `--preset` builds random weights in GPU memory, so a 31B-shaped run needs no checkpoint on disk.
 #pragma once
 
 #include <string>
