@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/bf16_staging.cuh"
 #include "kernels/cuda/block_reduce.cuh"
@@ -98,8 +99,37 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
 constexpr int kTile = 16;  // positions staged in shared memory at a time
 constexpr int kMaxGroup = 4 * kWarps;
 
-// Grid (T, K, splits), kWarps warps. Warp w holds query heads w, w + kWarps, ... of the group
-// (kHeads of them at most), lane l elements l, l + 32, ... of each head's q and output row.
+// The tile's K and V rows [t0, t0 + n) of KV head kh into shared memory, all threads: 16-byte
+// loads where rows are whole 16-byte chunks and the pools 16-byte aligned (rows of 256 or 512
+// bf16, f16, fp8 or f32 elements), else element by element.
+template <class S>
+__device__ inline void StageTile(const PagedAttentionArgs& a, const S* kp, const S* vp, const int32_t* table, int kh,
+                                 int32_t t0, int n, S* ks, S* vs) {
+  const int H = a.head_dim;
+  constexpr int kVec = 16 / int(sizeof(S));
+  const bool vec = H % kVec == 0 && reinterpret_cast<uintptr_t>(kp) % 16 == 0 && reinterpret_cast<uintptr_t>(vp) % 16 == 0;
+  const int per_row = vec ? H / kVec : H;
+  for (int idx = threadIdx.x; idx < n * per_row; idx += blockDim.x) {
+    const int r = idx / per_row, c = idx - r * per_row;
+    const int32_t j = t0 + r;
+    const int32_t block = table[j / a.block_size];
+    const int64_t row = ((int64_t(block) * a.kv_heads + kh) * a.block_size + j % a.block_size) * H;
+    if (vec) {
+      reinterpret_cast<uint4*>(ks + r * H)[c] = reinterpret_cast<const uint4*>(kp + row)[c];
+      reinterpret_cast<uint4*>(vs + r * H)[c] = reinterpret_cast<const uint4*>(vp + row)[c];
+    } else {
+      ks[r * H + c] = kp[row + c];
+      vs[r * H + c] = vp[row + c];
+    }
+  }
+}
+
+// Grid (T, K, splits), kWarps warps. The group's g query heads are spread over hw = min(g, kWarps)
+// warps: warp w holds heads w % hw, w % hw + hw, ... (kHeads of them at most), lane l elements
+// l, l + 32, ... of each head's q and output row. The pg = kWarps / hw warps that hold the same
+// heads share out each tile's positions (warp w takes rows w / hw, w / hw + pg, ...), two at a
+// time so that their dot products overlap; their softmax states are merged at the end in shared
+// memory. (g = 2, the 31B shape's sliding layers: two warps per head, none idle.)
 template <KvType kType, int kHeads, int kLane>
 __global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttentionArgs a) {
   using E = KvElem<kType>;
@@ -110,6 +140,8 @@ __global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttenti
   S* vs = ks + kTile * H;
   const int64_t t = a.rows ? a.rows[blockIdx.x] : blockIdx.x;
   const int kh = blockIdx.y, split = blockIdx.z, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int hw = min(g, kWarps), pg = kWarps / hw;
+  const int slot = warp % hw, prow = warp / hw;  // prow >= pg: an idle warp (kWarps % hw != 0)
   const int32_t p = a.tokens.pos[t];
   const int32_t lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
   const int32_t per = (p - lo + 1 + a.splits - 1) / a.splits;
@@ -119,7 +151,7 @@ __global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttenti
   float qr[kHeads][kLane], o[kHeads][kLane], m[kHeads], l[kHeads];
 #pragma unroll
   for (int u = 0; u < kHeads; ++u) {
-    const int j = warp + u * kWarps;
+    const int j = slot + u * hw;
     const float* q = a.q + (t * a.num_heads + kh * g + min(j, g - 1)) * H;
 #pragma unroll
     for (int i = 0; i < kLane; ++i) {
@@ -134,43 +166,79 @@ __global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttenti
   const auto* vp = reinterpret_cast<const S*>(a.v_pool);
   for (int32_t t0 = begin; t0 < end; t0 += kTile) {
     const int n = min(kTile, end - t0);
-    for (int idx = threadIdx.x; idx < n * H; idx += blockDim.x) {
-      const int r = idx / H, d = idx % H;
-      const int32_t j = t0 + r;
-      const int32_t block = table[j / a.block_size];
-      const int64_t row = ((int64_t(block) * a.kv_heads + kh) * a.block_size + j % a.block_size) * H;
-      ks[idx] = kp[row + d];
-      vs[idx] = vp[row + d];
-    }
+    StageTile(a, kp, vp, table, kh, t0, n, ks, vs);
     __syncthreads();
 #pragma unroll
     for (int u = 0; u < kHeads; ++u) {
-      if (warp + u * kWarps >= g) continue;
-      for (int r = 0; r < n; ++r) {
-        float sc = 0.f;
+      if (prow >= pg || slot + u * hw >= g) continue;
+      for (int r = prow; r < n; r += 2 * pg) {  // rows r and r2 = r + pg (when there is one)
+        const int r2 = r + pg;
+        const bool two = r2 < n;
+        float s1 = 0.f, s2 = 0.f;
 #pragma unroll
         for (int i = 0; i < kLane; ++i) {
           const int d = i * 32 + lane;
-          if (d < H) sc += qr[u][i] * E::Load(ks[r * H + d]);
+          if (d < H) {
+            s1 += qr[u][i] * E::Load(ks[r * H + d]);
+            if (two) s2 += qr[u][i] * E::Load(ks[r2 * H + d]);
+          }
         }
-        sc = WarpSum(sc);
-        const float m_new = fmaxf(m[u], sc);
+        s1 = WarpSum(s1);
+        s2 = WarpSum(s2);
+        const float m_new = fmaxf(m[u], two ? fmaxf(s1, s2) : s1);
         const float c = expf(m[u] - m_new);  // 0 while m is -inf
-        const float e = expf(sc - m_new);
-        l[u] = l[u] * c + e;
+        const float e1 = expf(s1 - m_new), e2 = two ? expf(s2 - m_new) : 0.f;
+        l[u] = l[u] * c + e1 + e2;
 #pragma unroll
         for (int i = 0; i < kLane; ++i) {
           const int d = i * 32 + lane;
-          if (d < H) o[u][i] = o[u][i] * c + e * E::Load(vs[r * H + d]);
+          if (d < H) o[u][i] = o[u][i] * c + e1 * E::Load(vs[r * H + d]) + (two ? e2 * E::Load(vs[r2 * H + d]) : 0.f);
         }
         m[u] = m_new;
       }
     }
     __syncthreads();
   }
+  if (pg > 1) {  // hw = g heads, one per warp (kHeads used: 1): merge the pg warps of each head
+    float* st = reinterpret_cast<float*>(smem);  // [warp][m, l, o...]: the tile is no longer read
+    if (prow < pg) {
+      float* mine = st + warp * (H + 2);
+      if (lane == 0) {
+        mine[0] = m[0];
+        mine[1] = l[0];
+      }
+#pragma unroll
+      for (int i = 0; i < kLane; ++i) {
+        const int d = i * 32 + lane;
+        if (d < H) mine[2 + d] = o[0][i];
+      }
+    }
+    __syncthreads();
+    if (prow != 0) return;  // (no barrier follows)
+    float M = -INFINITY;
+    for (int w = 0; w < pg; ++w) M = fmaxf(M, st[(slot + w * hw) * (H + 2)]);
+    float L = 0.f, weight[kWarps];
+    for (int w = 0; w < pg; ++w) {
+      const float mw = st[(slot + w * hw) * (H + 2)];
+      weight[w] = mw == -INFINITY ? 0.f : expf(mw - M);
+      L += st[(slot + w * hw) * (H + 2) + 1] * weight[w];
+    }
+#pragma unroll
+    for (int i = 0; i < kLane; ++i) {
+      const int d = i * 32 + lane;
+      if (d >= H) continue;
+      float acc = 0.f;
+      for (int w = 0; w < pg; ++w) acc += st[(slot + w * hw) * (H + 2) + 2 + d] * weight[w];
+      o[0][i] = acc;
+    }
+    m[0] = M;
+    l[0] = L;
+  } else if (prow >= pg) {
+    return;
+  }
 #pragma unroll
   for (int u = 0; u < kHeads; ++u) {
-    const int j = warp + u * kWarps;
+    const int j = slot + u * hw;
     if (j >= g) continue;
     const int h = kh * g + j;
     if (a.splits == 1) {
@@ -221,7 +289,9 @@ __global__ void MergeSplitsKernel(PagedAttentionArgs a) {
 
 template <KvType kType, int kHeads, int kLane>
 Status LaunchGroup(const PagedAttentionArgs& a, cudaStream_t stream) {
-  const size_t smem = 2 * size_t(kTile) * size_t(a.head_dim) * sizeof(typename KvElem<kType>::Storage);
+  // The tile of K and V; after the last, the warps' softmax states (which fit in it).
+  const size_t smem = std::max(2 * size_t(kTile) * size_t(a.head_dim) * sizeof(typename KvElem<kType>::Storage),
+                               size_t(kWarps) * size_t(a.head_dim + 2) * sizeof(float));
   auto kernel = GroupAttentionKernel<kType, kHeads, kLane>;
   if (smem > 48 * 1024) {  // over the default: opt in (f32 caches with 512-wide heads: 64 KiB)
     GK_RETURN_IF_ERROR(Check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),

@@ -148,7 +148,11 @@ struct AttentionCase {
   }
 };
 
-const Shape kShapes[] = {{8, 2, 256, 0}, {4, 4, 512, 0}, {8, 1, 256, 37}};
+// Groups of 4, 1, 8, 2 (the 31B shape's sliding layers: two warps per head), 3 (one warp idle)
+// and 8 heads at 512 (its full layers); a head dim of 40, whose bf16 and fp8 rows are not whole
+// 16-byte chunks (staged element by element).
+const Shape kShapes[] = {{8, 2, 256, 0}, {4, 4, 512, 0}, {8, 1, 256, 37}, {4, 2, 256, 0},
+                         {6, 2, 256, 21}, {8, 1, 512, 0}, {4, 1, 40, 0}};
 const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kFp8E4m3, DType::kFp8E5m2};
 
 // The outputs' bf16 copy for o_proj (out_staged) is each output rounded to bf16.
