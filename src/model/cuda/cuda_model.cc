@@ -202,6 +202,8 @@ struct CudaModel::Impl {
   Status MoeBlock(int l, int64_t T);
   Status PerLayerInputBlock(int l, int64_t T);
   Status LastResidualAdd(int l, int64_t T, const float* norm);
+  cuda::QkvNormWrite NormRopeArgs(int l, int64_t T, const float* cos_sin, PagedKvPool& pool,
+                                  const cuda::PagedTokens& tokens);
   Result<DeviceAdapter*> AdapterOnDevice(const LoraWeights& weights);
   Status PrepareLora();
   Status ApplyLora(int l, LoraTarget t, const float* x, float* y);
@@ -626,31 +628,8 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
   }
   input_normed = false;
   // Then one kernel norms and rotates q, and norms, rotates and writes K and V to the pool.
-  // K=V layers have no v: V is the raw K projection, before k_norm and RoPE.
   const bool kv_here = !c.IsKvShared(l), has_v = !L.v.empty();
-  cuda::QkvNormWrite n;
-  n.T = T;
-  n.H = int(H);
-  n.eps = eps;
-  n.cos_sin = cos_sin;
-  n.heads = int(N);
-  n.q = q.data();
-  n.q_ld = N * H;
-  n.q_out = q.data();
-  n.q_norm = L.q_norm;
-  if (kv_here) {
-    n.kv_heads = int(K);
-    n.k = k.data();
-    n.v = has_v ? v.data() : nullptr;
-    n.kv_ld = K * H;
-    n.k_norm = L.k_norm;
-    n.v_norm = c.arch == Arch::kGemma4;
-    n.tokens = tokens[g];
-    n.block_size = pool.block_size();
-    n.dtype = pool.dtype();
-    n.k_pool = pool.KData(l);
-    n.v_pool = pool.VData(l);
-  }
+  cuda::QkvNormWrite n = NormRopeArgs(l, T, cos_sin, pool, tokens[g]);
   // Where the weights adjoin and no adapter adds to one of them, q, k and v are one product into
   // `gate` (unused until the MLP): T rows of [q | k | v], the kernel reading its columns.
   const int64_t W = L.qkv.rows;
@@ -762,6 +741,37 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
   if (c.hidden_size_per_layer_input == 0) return LastResidualAdd(l, T, L.post_ffw_norm);
   GK_RETURN_IF_ERROR(cuda::RmsNormAddRows(out.data(), L.post_ffw_norm, T, D, eps, x.data(), stream));
   return PerLayerInputBlock(l, T);
+}
+
+// What NormRopeAndKvWrite takes for layer l's q (in `q`, normed and rotated in place) and, on a
+// layer with KV of its own, its K and V (in `k` and `v`; K=V layers have no v: V is the raw K
+// projection, before k_norm and RoPE) into the pool.
+cuda::QkvNormWrite CudaModel::Impl::NormRopeArgs(int l, int64_t T, const float* cos_sin, PagedKvPool& pool,
+                                                 const cuda::PagedTokens& tokens) {
+  const DeviceLayer& L = w.layers[size_t(l)];
+  cuda::QkvNormWrite n;
+  n.T = T;
+  n.H = c.HeadDim(l);
+  n.eps = c.rms_norm_eps;
+  n.cos_sin = cos_sin;
+  n.heads = c.num_heads;
+  n.q = q.data();
+  n.q_ld = int64_t(n.heads) * n.H;
+  n.q_out = q.data();
+  n.q_norm = L.q_norm;
+  if (c.IsKvShared(l)) return n;
+  n.kv_heads = c.KvHeads(l);
+  n.k = k.data();
+  n.v = L.v.empty() ? nullptr : v.data();
+  n.kv_ld = int64_t(n.kv_heads) * n.H;
+  n.k_norm = L.k_norm;
+  n.v_norm = c.arch == Arch::kGemma4;
+  n.tokens = tokens;
+  n.block_size = pool.block_size();
+  n.dtype = pool.dtype();
+  n.k_pool = pool.KData(l);
+  n.v_pool = pool.VData(l);
+  return n;
 }
 
 // x = (x + RMSNorm(out) · norm) · layer_scalar, the layer's last residual add; where a layer
