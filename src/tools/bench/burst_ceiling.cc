@@ -2,14 +2,16 @@
 
 #include <algorithm>
 
+#include "tools/plan/memory_plan.h"
+
 namespace gk {
 
 double KvBytesReadPerRow(const ModelConfig& c, int64_t context, int kv_elem_bytes) {
   double bytes = 0;
   for (int l = 0; l < c.num_layers; ++l) {
-    const int src = c.KvSourceLayer(l);  // K and V of every layer, K=V full layers too (two tensors)
+    const int src = c.KvSourceLayer(l);  // a layer reading another's KV reads the source's again
     const int64_t positions = c.IsFull(src) ? context : std::min<int64_t>(context, c.sliding_window);
-    bytes += double(positions) * 2.0 * c.KvHeads(src) * c.HeadDim(src) * kv_elem_bytes;
+    bytes += double(positions) * double(plan::KvBytesPerTokenLayer(c, src, /*tp=*/1, kv_elem_bytes));
   }
   return bytes;
 }
