@@ -8,6 +8,7 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/kv_convert.cuh"
+#include "kernels/cuda/softmax_state.cuh"
 
 namespace gk::cuda {
 namespace {
@@ -67,32 +68,25 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
     m = m_new;
   }
 
-  // Merge the warps' states: out = Σ_w o_w e^(m_w - M) / Σ_w l_w e^(m_w - M).
-  __shared__ float sm[kWarps], sl[kWarps];
-  __shared__ float so[kWarps][kMaxHeadDim];
+  // Merge the warps' states (softmax_state.cuh).
+  constexpr int64_t kState = SoftmaxStateFloats(kMaxHeadDim);
+  __shared__ float st[kWarps * kState];
+  float* mine = st + warp * kState;
   if (lane == 0) {
-    sm[warp] = m;
-    sl[warp] = l;
+    mine[0] = m;
+    mine[1] = l;
   }
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int d = i * 32 + lane;
-    if (d < H) so[warp][d] = o[i];
+    if (d < H) mine[2 + d] = o[i];
   }
   __syncthreads();
-  float M = -INFINITY;
-  for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm[w]);
-  float L = 0.f, weight[kWarps];
-  for (int w = 0; w < kWarps; ++w) {
-    weight[w] = sm[w] == -INFINITY ? 0.f : expf(sm[w] - M);
-    L += sl[w] * weight[w];
-  }
-  const float inv = 1.f / L;
+  const MergedSoftmax merged = MergeSoftmaxStats<kWarps>(st, kState, kWarps);
+  const float inv = 1.f / merged.L;
   const int64_t at = (t * a.num_heads + head) * H;
   for (int d = threadIdx.x; d < H; d += blockDim.x) {
-    float acc = 0.f;
-    for (int w = 0; w < kWarps; ++w) acc += so[w][d] * weight[w];
-    Output(a, at + d, acc * inv);
+    Output(a, at + d, MergedOutput<kWarps>(st, kState, kWarps, merged, d) * inv);
   }
 }
 
@@ -200,9 +194,10 @@ __global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttenti
     __syncthreads();
   }
   if (pg > 1) {  // hw = g heads, one per warp (kHeads used: 1): merge the pg warps of each head
-    float* st = reinterpret_cast<float*>(smem);  // [warp][m, l, o...]: the tile is no longer read
+    float* st = reinterpret_cast<float*>(smem);  // a state per warp (softmax_state.cuh): the tile is no longer read
+    const int64_t state = SoftmaxStateFloats(H);
     if (prow < pg) {
-      float* mine = st + warp * (H + 2);
+      float* mine = st + warp * state;
       if (lane == 0) {
         mine[0] = m[0];
         mine[1] = l[0];
@@ -215,24 +210,15 @@ __global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttenti
     }
     __syncthreads();
     if (prow != 0) return;  // (no barrier follows)
-    float M = -INFINITY;
-    for (int w = 0; w < pg; ++w) M = fmaxf(M, st[(slot + w * hw) * (H + 2)]);
-    float L = 0.f, weight[kWarps];
-    for (int w = 0; w < pg; ++w) {
-      const float mw = st[(slot + w * hw) * (H + 2)];
-      weight[w] = mw == -INFINITY ? 0.f : expf(mw - M);
-      L += st[(slot + w * hw) * (H + 2) + 1] * weight[w];
-    }
+    const float* head_states = st + slot * state;  // warps slot, slot + hw, ...
+    const MergedSoftmax merged = MergeSoftmaxStats<kWarps>(head_states, hw * state, pg);
 #pragma unroll
     for (int i = 0; i < kLane; ++i) {
       const int d = i * 32 + lane;
-      if (d >= H) continue;
-      float acc = 0.f;
-      for (int w = 0; w < pg; ++w) acc += st[(slot + w * hw) * (H + 2) + 2 + d] * weight[w];
-      o[0][i] = acc;
+      if (d < H) o[0][i] = MergedOutput<kWarps>(head_states, hw * state, pg, merged, d);
     }
-    m[0] = M;
-    l[0] = L;
+    m[0] = merged.M;
+    l[0] = merged.L;
   } else if (prow >= pg) {
     return;
   }
@@ -250,7 +236,7 @@ __global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttenti
         if (d < H) Output(a, at + d, o[u][i] * inv);
       }
     } else {  // [m, l, o] of this split (an empty split: -inf, 0, zeros)
-      float* part = a.workspace + ((int64_t(blockIdx.x) * a.num_heads + h) * a.splits + split) * (H + 2);
+      float* part = a.workspace + ((int64_t(blockIdx.x) * a.num_heads + h) * a.splits + split) * SoftmaxStateFloats(H);
       if (lane == 0) {
         part[0] = m[u];
         part[1] = l[u];
@@ -264,26 +250,17 @@ __global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttenti
   }
 }
 
-// Grid (T, N): out = Σ_s o_s e^(m_s - M) / Σ_s l_s e^(m_s - M) over the splits.
+// Grid (T, N): the row's output from the splits' states (softmax_state.cuh).
 __global__ void MergeSplitsKernel(PagedAttentionArgs a) {
   const int64_t t = a.rows ? a.rows[blockIdx.x] : blockIdx.x;
   const int h = blockIdx.y, H = a.head_dim;
-  const float* part = a.workspace + (int64_t(blockIdx.x) * a.num_heads + h) * a.splits * (H + 2);
-  float M = -INFINITY;
-  for (int s = 0; s < a.splits; ++s) M = fmaxf(M, part[s * (H + 2)]);
-  float L = 0.f;
-  for (int s = 0; s < a.splits; ++s) {
-    const float ms = part[s * (H + 2)];
-    if (ms != -INFINITY) L += part[s * (H + 2) + 1] * expf(ms - M);
-  }
+  const int64_t state = SoftmaxStateFloats(H);
+  const float* part = a.workspace + (int64_t(blockIdx.x) * a.num_heads + h) * a.splits * state;
+  const MergedSoftmax merged = MergeSoftmaxStats(part, state, a.splits);
   const int64_t at = (t * a.num_heads + h) * H;
+  const float inv = 1.f / merged.L;
   for (int d = threadIdx.x; d < H; d += blockDim.x) {
-    float acc = 0.f;
-    for (int s = 0; s < a.splits; ++s) {
-      const float ms = part[s * (H + 2)];
-      if (ms != -INFINITY) acc += part[s * (H + 2) + 2 + d] * expf(ms - M);
-    }
-    Output(a, at + d, acc / L);
+    Output(a, at + d, MergedOutput(part, state, a.splits, merged, d) * inv);
   }
 }
 
@@ -291,7 +268,7 @@ template <KvType kType, int kHeads, int kLane>
 Status LaunchGroup(const PagedAttentionArgs& a, cudaStream_t stream) {
   // The tile of K and V; after the last, the warps' softmax states (which fit in it).
   const size_t smem = std::max(2 * size_t(kTile) * size_t(a.head_dim) * sizeof(typename KvElem<kType>::Storage),
-                               size_t(kWarps) * size_t(a.head_dim + 2) * sizeof(float));
+                               size_t(kWarps) * size_t(SoftmaxStateFloats(a.head_dim)) * sizeof(float));
   auto kernel = GroupAttentionKernel<kType, kHeads, kLane>;
   if (smem > 48 * 1024) {  // over the default: opt in (f32 caches with 512-wide heads: 64 KiB)
     GK_RETURN_IF_ERROR(Check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),

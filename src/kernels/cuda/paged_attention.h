@@ -49,7 +49,7 @@ inline constexpr int kMaxHeadDim = 512;
 
 Status PagedAttention(const PagedAttentionArgs& a, cudaStream_t stream);
 
-// Floats of the partial states a.splits > 1 needs.
+// Floats of the partial states a.splits > 1 needs (each [m, l, o]: softmax_state.cuh).
 inline int64_t PagedAttentionWorkspaceFloats(const PagedAttentionArgs& a) {
   return a.splits > 1 ? a.T * a.num_heads * a.splits * (a.head_dim + 2) : 0;
 }
