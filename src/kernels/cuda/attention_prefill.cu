@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/head_layout.cuh"
 #include "kernels/cuda/kv_convert.cuh"
 
 namespace gk::cuda {
@@ -32,16 +33,6 @@ __global__ void GatherKvKernel(const std::byte* k_pool, const std::byte* v_pool,
   }
 }
 
-// Grid (Tq, N): row t0 + t's query head h, scaled, into qh (N, Tq, H).
-template <class Op>
-__global__ void QueriesToHeadsKernel(const float* q, int64_t t0, int64_t Tq, int N, int H, float scale, Op* qh) {
-  const int64_t t = blockIdx.x;
-  const int h = blockIdx.y;
-  const float* src = q + ((t0 + t) * N + h) * H;
-  Op* dst = qh + (int64_t(h) * Tq + t) * H;
-  for (int d = threadIdx.x; d < H; d += blockDim.x) dst[d] = ToOperand<Op>(src[d] * scale);
-}
-
 // One block per row of S (N·Tq rows of ctx, ld apart; row h·Tq + t): the softmax over the row's
 // visible columns (positions lo + c from the token's first visible one through its own), zeros elsewhere.
 template <class Op>
@@ -61,15 +52,6 @@ __global__ void MaskedSoftmaxKernel(const float* S, int64_t Tq, int64_t ctx, int
   for (int64_t c = threadIdx.x; c < ctx; c += blockDim.x) {
     out[c] = ToOperand<Op>(c >= c0 && c <= c1 ? expf(s[c] - m) * inv : 0.f);
   }
-}
-
-// Grid (Tq, N): o (N, Tq, H) back to the pass's rows t0 + t.
-__global__ void HeadsToRowsKernel(const float* o, int64_t t0, int64_t Tq, int N, int H, float* out) {
-  const int64_t t = blockIdx.x;
-  const int h = blockIdx.y;
-  const float* src = o + (int64_t(h) * Tq + t) * H;
-  float* dst = out + ((t0 + t) * N + h) * H;
-  for (int d = threadIdx.x; d < H; d += blockDim.x) dst[d] = src[d];
 }
 
 uint64_t Align(uint64_t n) { return (n + 255) / 256 * 256; }
@@ -139,16 +121,16 @@ Status RunTyped(const PrefillAttentionArgs& a, GemmRunner& gemm, DeviceBuffer<st
     GatherKvKernel<kPool, Op><<<dim3{unsigned(ctx), unsigned(Kh)}, threads, 0, stream>>>(
         a.k_pool, a.v_pool, a.table, lo, ctx, ld, Kh, H, a.block_size, kc, vt);
     GK_RETURN_IF_ERROR(CheckLaunch("GatherKvKernel"));
-    QueriesToHeadsKernel<Op><<<dim3{unsigned(Tq), unsigned(N)}, threads, 0, stream>>>(a.q, a.t0 + s, Tq, N, H, a.scale, qh);
-    GK_RETURN_IF_ERROR(CheckLaunch("QueriesToHeadsKernel"));
+    ToHeadsKernel<Op><<<dim3{unsigned(Tq), unsigned(N)}, threads, 0, stream>>>(a.q, a.t0 + s, Tq, N, H, a.scale, qh);
+    GK_RETURN_IF_ERROR(CheckLaunch("ToHeadsKernel"));
     // S (g·Tq × ctx per KV head) = Qh · Kcᵀ
     GK_RETURN_IF_ERROR(gemm.RunBatched(PerKvHead(OpDType<Op>(), int64_t(g) * Tq, ctx, H, qh, H, kc, H, S, ld, Kh)));
     MaskedSoftmaxKernel<Op><<<unsigned(int64_t(N) * Tq), kThreads, 0, stream>>>(S, Tq, ctx, ld, p0, lo, a.window, P);
     GK_RETURN_IF_ERROR(CheckLaunch("MaskedSoftmaxKernel"));
     // O (g·Tq × H per KV head) = P · V = P · Vtᵀ
     GK_RETURN_IF_ERROR(gemm.RunBatched(PerKvHead(OpDType<Op>(), int64_t(g) * Tq, H, ctx, P, ld, vt, ld, O, H, Kh)));
-    HeadsToRowsKernel<<<dim3{unsigned(Tq), unsigned(N)}, threads, 0, stream>>>(O, a.t0 + s, Tq, N, H, a.out);
-    GK_RETURN_IF_ERROR(CheckLaunch("HeadsToRowsKernel"));
+    FromHeadsKernel<<<dim3{unsigned(Tq), unsigned(N)}, threads, 0, stream>>>(O, a.t0 + s, Tq, N, H, a.out);
+    GK_RETURN_IF_ERROR(CheckLaunch("FromHeadsKernel"));
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 
 #include "kernels/attention_train_workspace.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/head_layout.cuh"
 #include "kernels/cuda/kv_convert.cuh"
 
 namespace gk::cuda {
@@ -17,25 +18,6 @@ constexpr int kThreads = 256;
 // Whether token j is visible from token i (row_start: i's row's first token).
 __device__ inline bool Visible(int64_t j, int64_t i, int64_t row_start, int window) {
   return j >= row_start && j <= i && (window == 0 || j > i - window);
-}
-
-// Grid (n, heads): rows i0 .. i0 + n of src (T, heads, H) into dst [heads][n][H].
-template <class Op>
-__global__ void ToHeadsKernel(const float* src, int64_t i0, int64_t n, int heads, int H, Op* dst) {
-  const int64_t t = blockIdx.x;
-  const int h = blockIdx.y;
-  const float* s = src + ((i0 + t) * heads + h) * H;
-  Op* d = dst + (int64_t(h) * n + t) * H;
-  for (int c = threadIdx.x; c < H; c += blockDim.x) d[c] = ToOperand<Op>(s[c]);
-}
-
-// Grid (n, heads): the inverse, f32: rows i0 .. i0 + n of dst (T, heads, H) overwritten.
-__global__ void FromHeadsKernel(const float* src, int64_t i0, int64_t n, int heads, int H, float* dst) {
-  const int64_t t = blockIdx.x;
-  const int h = blockIdx.y;
-  const float* s = src + (int64_t(h) * n + t) * H;
-  float* d = dst + ((i0 + t) * heads + h) * H;
-  for (int c = threadIdx.x; c < H; c += blockDim.x) d[c] = s[c];
 }
 
 // Grid (T, N): D[h·T + i] = Σ dO[i, h, :] · O[i, h, :].
@@ -163,14 +145,14 @@ Status Gather(const TrainAttentionArgs& a, const float* rows_q, int64_t i0, int6
               Op* kc, Op* vc, cudaStream_t stream) {
   const int threads = std::min(a.head_dim, kThreads);
   ToHeadsKernel<Op><<<dim3{unsigned(Tq), unsigned(a.num_heads)}, threads, 0, stream>>>(rows_q, i0, Tq, a.num_heads,
-                                                                                      a.head_dim, qh);
+                                                                                      a.head_dim, 1.f, qh);
   GK_RETURN_IF_ERROR(CheckLaunch("ToHeadsKernel"));
   if (kc == nullptr) return Status::Ok();
   ToHeadsKernel<Op><<<dim3{unsigned(ctx), unsigned(a.kv_heads)}, threads, 0, stream>>>(a.k, lo, ctx, a.kv_heads,
-                                                                                      a.head_dim, kc);
+                                                                                      a.head_dim, 1.f, kc);
   GK_RETURN_IF_ERROR(CheckLaunch("ToHeadsKernel"));
   ToHeadsKernel<Op><<<dim3{unsigned(ctx), unsigned(a.kv_heads)}, threads, 0, stream>>>(a.v, lo, ctx, a.kv_heads,
-                                                                                      a.head_dim, vc);
+                                                                                      a.head_dim, 1.f, vc);
   return CheckLaunch("ToHeadsKernel");
 }
 
