@@ -27,14 +27,15 @@
 #                                               decode, prefill and training step, summed per
 #                                               kernel by scripts/ncu_summary.py:
 #                                               OUT_DIR ($OUT by default) gets summary.txt and
-#                                               results.tar.gz (every log and JSON); the summary
-#                                               and the figures are printed last.
+#                                               results.tar.gz (every log and JSON), both brought
+#                                               up to date after each step; the summary and the
+#                                               figures are printed last.
 # cuBLASLt is not packed: gemmakit opens the GPU machine's own at run time. Ask for the H200 kind
 # for the 31B figures: on an H100 (78 GiB) the 57 GiB of weights leave about 10 GiB of KV cache,
 # too little for the 64-sequence batch (bench model then says so) and the burst.
 #
 # Each step's exit status is recorded in OUT_DIR/summary.txt; `run` exits non-zero if any failed.
-# Every step has a time limit, and steps that would pass DEVICE_CHECK_BUDGET seconds (480) are
+# Every step has a time limit, and steps that would pass DEVICE_CHECK_BUDGET seconds (540) are
 # skipped; DEVICE_CHECK_ONLY=cuda_tests,bench_31b,... runs only the steps named (a rerun).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -66,19 +67,21 @@ run)
   mkdir -p "$out"
   [ -f .device/gemmakit-device.tar.xz ] || { echo "device_check: no .device/gemmakit-device.tar.xz (run pack here, carry .device)" >&2; exit 1; }
   dir=$(mktemp -d)
+  trap 'rm -rf "$dir"' EXIT  # (what matters is in OUT_DIR by then)
   tar -C "$dir" -xJf .device/gemmakit-device.tar.xz
   export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   gk="$dir/bin/gemmakit"
   tok="$dir/bin/tokenizer/gemma3"
-  # Logs go to one folder, packed at the end: the device tool brings back 8 files at most.
+  # Logs go to one folder, packed after each step: the device tool brings back 8 files at most.
   logs="$dir/results"
   mkdir -p "$logs"
   failed=0
   : > "$logs/summary.txt"
   # Each step has a time limit, and a step that cannot finish inside the run's budget
-  # (DEVICE_CHECK_BUDGET seconds, default 480: the device tool's 10-minute command less the
-  # unpacking and packing) is skipped, so a hung kernel costs one step, not the whole run.
-  budget=${DEVICE_CHECK_BUDGET:-480}
+  # (DEVICE_CHECK_BUDGET seconds, default 540: the device tool's 10-minute command less the
+  # unpacking and packing; give the tool timeout_s 590) is skipped, so a hung kernel costs one
+  # step, not the whole run.
+  budget=${DEVICE_CHECK_BUDGET:-540}
   start=$SECONDS
   step() {  # step NAME LIMIT_S COMMAND...: output to NAME.log, status to the summary
     local name=$1 limit=$2
@@ -95,6 +98,13 @@ run)
     [ $rc -eq 124 ] && echo "(killed after $limit s)" >> "$logs/$name.log"
     echo "$name: exit $rc ($((SECONDS - t0)) s)" >> "$logs/summary.txt"
     [ $rc -eq 0 ] || failed=1
+    save
+  }
+  # What the run has so far, into OUT_DIR after every step: a run the device tool stops at its
+  # time limit still brings back each step that finished.
+  save() {
+    cp "$logs/summary.txt" "$out/"
+    tar -C "$dir" -czf "$out/results.tar.gz.part" results && mv "$out/results.tar.gz.part" "$out/results.tar.gz"
   }
   # The reference case's burst through the real server and client: 64 prompts of 128 tokens,
   # 256 out each, all at once (vLLM reached 3,158 output tokens/s on 2xH100).
@@ -175,7 +185,7 @@ run)
   # GPU's memory cannot hold all 60: the figures then say so), then E4B.
   layers=()
   step bench_31b 120 "$gk" bench model --device cuda --preset 31b --repeats 2
-  if grep -q "GPU memory" "$logs/bench_31b.log"; then
+  if grep -q "GPU memory" "$logs/bench_31b.log" 2> /dev/null; then
     layers=(--num-layers 40)
     step bench_31b_40layers 100 "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2
   fi
@@ -223,8 +233,7 @@ run)
     --prompt-len 4096 --gen-len 2 --batch 64 --repeats 1 --enforce-eager
   step profile_train_31b 150 profile profile_train_31b bench train --device cuda --preset 31b --num-layers 2 \
     --seq-len 3072 --rank 64 --steps 1
-  cp "$logs/summary.txt" "$out/"
-  tar -C "$dir" -czf "$out/results.tar.gz" results
+  save
   cat "$logs/summary.txt"
   grep -H -E '^(model|device|prefill|decode|batched|burst|ceiling|graphs|train|mfu|memory) ' "$logs"/bench_*.log 2> /dev/null
   grep -H -E '^(Output token throughput|Successful requests|Benchmark duration)' "$logs"/serve_burst_*31b*.log 2> /dev/null
