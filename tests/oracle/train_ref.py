@@ -21,13 +21,13 @@ first token is ignored.  loss = sum of target NLLs / number of targets.
 
 Subcommands
   train_ref.py grads --model CKPT --adapter ADAPTER_DIR --batch BATCH.safetensors
-                     --out OUT.safetensors [--f64] [--bf16-products]
+                     --out OUT.safetensors [--f64] [--bf16-products [--permute-sums SEED]]
       OUT: "loss" F32 (1,), "num_target_tokens" I64 (1,), and d loss / d t for every adapter
       tensor t under the adapter's own key, F32.
   train_ref.py train --model CKPT --adapter INIT_ADAPTER_DIR --batch BATCH.safetensors
                      --micro-batch M --grad-accum A --steps S --lr PEAK --warmup W --end-lr E
                      --weight-decay WD [--beta1 0.9] [--beta2 0.999] [--eps 1e-8]
-                     [--max-grad-norm G] --out-dir DIR [--f64] [--bf16-products]
+                     [--max-grad-norm G] --out-dir DIR [--f64] [--bf16-products [--permute-sums SEED]]
       Optimizer step s (0-based) uses rows (s*M*A + j) mod rows, j < M*A; its loss is the mean
       over ALL target tokens of those rows (not a mean of micro-batch means); optional global
       norm clipping (factor G/norm exactly, when norm > G); torch.optim.AdamW; lr of step s =
@@ -37,6 +37,9 @@ Subcommands
       --bf16-products (a bf16 checkpoint): mixed precision as gemmakit's train.precision =
       "bf16" computes it: every product against a checkpoint matrix (not the MoE router) rounds
       its input, and its output gradient, to bf16 and accumulates in float32 (Bf16Product).
+      --permute-sums SEED: those products add their terms in the order of a permutation seeded
+      by SEED (SumOrder): the same math, other roundings, one more sample of the oracle's own
+      spread for the bf16 tests (docs/TRAIN.md).
   train_ref.py full-grads --model CKPT --batch BATCH.safetensors --out OUT.safetensors
                           [--bf16-compute] [--f64]
   train_ref.py full-train --model CKPT --batch BATCH.safetensors (train's optimizer flags)
@@ -186,20 +189,44 @@ def round_bf16(t):
     return t.to(torch.bfloat16).to(t.dtype)
 
 
+class SumOrder:
+    """A seeded permutation of each product's reduction dimension: the same sums in another
+    order (--permute-sums), one more sample of how far a change of summation order moves bf16
+    results (the bf16 tests' yardstick; docs/TRAIN.md)."""
+
+    def __init__(self, seed):
+        self.seed, self.perms = seed, {}
+
+    def __call__(self, n):
+        if n not in self.perms:
+            self.perms[n] = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 1000003 + n))
+        return self.perms[n]
+
+
 class Bf16Product(torch.autograd.Function):
     """x @ w.T with x rounded to bf16, and its input gradient dy @ w with dy rounded to bf16; w
     frozen (bf16 values).  Products of bf16 values are exact in float32, so this is what a bf16
-    GEMM with float32 accumulation and a float32 result computes (up to the order of the sums)."""
+    GEMM with float32 accumulation and a float32 result computes (up to the order of the sums,
+    which `order`, a SumOrder or None, permutes)."""
 
     @staticmethod
-    def forward(ctx, x, w):
+    def forward(ctx, x, w, order):
         ctx.save_for_backward(w)
-        return round_bf16(x) @ w.T
+        ctx.order = order
+        x = round_bf16(x)
+        if order is not None:
+            k = order(w.shape[1])
+            x, w = x[..., k], w[:, k]
+        return x @ w.T
 
     @staticmethod
     def backward(ctx, dy):
         (w,) = ctx.saved_tensors
-        return round_bf16(dy) @ w, None
+        dy = round_bf16(dy)
+        if ctx.order is not None:
+            n = ctx.order(w.shape[0])
+            dy, w = dy[..., n], w[n, :]
+        return dy @ w, None, None
 
 
 class LoraGemma(GemmaRef):
@@ -211,8 +238,9 @@ class LoraGemma(GemmaRef):
     norms and everything else stay in the model dtype.  The precision of mixed-precision bf16
     training with float32 results, which gemmakit's train.precision = "bf16" computes."""
 
-    def __init__(self, ckpt_dir, dtype=torch.float32, knobs=(), bf16_products=False):
+    def __init__(self, ckpt_dir, dtype=torch.float32, knobs=(), bf16_products=False, sum_order=None):
         super().__init__(ckpt_dir, dtype, knobs)
+        self.sum_order = sum_order
         if bf16_products and self.weight_dtype != "BF16":
             raise OracleError(f"--bf16-products needs a bf16 checkpoint, this one is {self.weight_dtype}")
         self.bf16_products = bf16_products
@@ -301,7 +329,7 @@ class LoraGemma(GemmaRef):
 
     def product(self, x, w):
         if self.bf16_products and not self.in_router:
-            return Bf16Product.apply(x, w)
+            return Bf16Product.apply(x, w, self.sum_order)
         return x @ w.T
 
     def linear(self, name, x):
@@ -360,8 +388,11 @@ class FullGemma(GemmaRef):
         return torch.where(pad, rows.detach(), rows)
 
 
-def load_model(ckpt, adapter_dir, dtype, bf16_products=False):
-    m = LoraGemma(ckpt, dtype, bf16_products=bf16_products)
+def load_model(ckpt, adapter_dir, dtype, bf16_products=False, permute_sums=None):
+    if permute_sums is not None and not bf16_products:
+        raise OracleError("--permute-sums reorders the bf16 products' sums: it needs --bf16-products")
+    m = LoraGemma(ckpt, dtype, bf16_products=bf16_products,
+                  sum_order=None if permute_sums is None else SumOrder(permute_sums))
     cfg, tensors = read_adapter(adapter_dir)
     m.attach(cfg, tensors)
     return m
@@ -550,7 +581,7 @@ def train(model, batch, micro_batch, grad_accum, steps, lr, warmup, end_lr, weig
 
 def cmd_grads(a):
     dtype = torch.float64 if a.f64 else torch.float32
-    model = load_model(a.model, a.adapter, dtype, a.bf16_products)
+    model = load_model(a.model, a.adapter, dtype, a.bf16_products, a.permute_sums)
     batch = Batch.read(a.batch)
     loss, n, grads = compute_grads(model, batch)
     out = {"loss": (np.array([loss], dtype=np.float32), "F32"),
@@ -579,7 +610,8 @@ def replay(a, model):
 
 
 def cmd_train(a):
-    model = load_model(a.model, a.adapter, torch.float64 if a.f64 else torch.float32, a.bf16_products)
+    model = load_model(a.model, a.adapter, torch.float64 if a.f64 else torch.float32, a.bf16_products,
+                       a.permute_sums)
     replay(a, model)
     write_adapter(a.out_dir, model.adapter_cfg.raw,
                   {k: p.detach().double().numpy() for k, p in model.params.items()})
@@ -629,6 +661,7 @@ def add_train_args(t):
 
 BF16_PRODUCTS_HELP = ("products against the bf16 checkpoint's matrices take bf16 inputs (and bf16 output "
                       "gradients), float32 accumulation (LoraGemma's bf16_products)")
+PERMUTE_SUMS_HELP = "with --bf16-products: those products sum in the order of a permutation seeded by SEED"
 
 
 def build_parser():
@@ -642,11 +675,13 @@ def build_parser():
     g.add_argument("--out", required=True)
     g.add_argument("--f64", action="store_true")
     g.add_argument("--bf16-products", action="store_true", help=BF16_PRODUCTS_HELP)
+    g.add_argument("--permute-sums", type=int, metavar="SEED", help=PERMUTE_SUMS_HELP)
     g.set_defaults(func=cmd_grads)
     t = sub.add_parser("train", help="replay an AdamW LoRA training run")
     add_train_args(t)
     t.add_argument("--adapter", required=True, help="initial adapter directory")
     t.add_argument("--bf16-products", action="store_true", help=BF16_PRODUCTS_HELP)
+    t.add_argument("--permute-sums", type=int, metavar="SEED", help=PERMUTE_SUMS_HELP)
     t.set_defaults(func=cmd_train)
     fg = sub.add_parser("full-grads", help="loss and the gradient of every weight (full fine-tuning) of one batch")
     fg.add_argument("--model", required=True)
@@ -945,6 +980,21 @@ def self_test():
         except OracleError:
             st.check("schedule with decay_steps <= warmup_steps is an error", True)
 
+
+        # ---- --permute-sums: the same products, only their sums reordered -------------------------
+        print("permuted sums")
+        gen = torch.Generator().manual_seed(7)
+        x = torch.randn(5, 48, generator=gen, dtype=torch.float64, requires_grad=True)
+        w = round_bf16(torch.randn(40, 48, generator=gen, dtype=torch.float64))
+        dy = torch.randn(5, 40, generator=gen, dtype=torch.float64)
+        outs = []
+        for order in (None, SumOrder(1)):
+            y = Bf16Product.apply(x, w, order)
+            (gx,) = torch.autograd.grad(y, x, dy)
+            outs.append((y, gx))
+        err = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(outs[1], outs[0]))
+        st.check("a permuted order of the bf16 products' sums gives the same products and input gradients",
+                 err < 1e-12 and not torch.equal(SumOrder(1)(48), torch.arange(48)), f"(worst {err:.1e} of the max, f64)")
         # ---- CLI round trips and an independent AdamW replay ------------------------------------
         print("CLI")
         adir = os.path.join(tmp, "adapter")
