@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
+#include <iterator>
 
 #include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/row_ops.h"
@@ -237,6 +239,52 @@ TEST(CudaGemm, KeepsABoundedNumberOfShapes) {
       ASSERT_EQ(y[size_t(t * N + n)], want) << t << "," << n;  // small integers: exact
     }
   }
+}
+
+// Serving's promise that a greedy request gives the same text alone and in a batch
+// (tests/serve/serve_e2e_test.py, check_batched_equals_alone) needs a row's product not to
+// depend on how many rows share the pass: bit for bit, whatever algorithm cuBLASLt picks for
+// each row count (a split of K for one row, other tiles for many would each sum in another
+// order). The emulator sums every element alone, so it passes there by construction; this is
+// the GPU's answer (scripts/device_check.sh runs it among the cuda tests).
+TEST(CudaGemm, ARowsProductDoesNotDependOnTheRowCount) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  GemmOnStream g;
+  const Status made = g.Create();
+  ASSERT_TRUE(made.ok()) << made.message();
+  const int64_t counts[] = {1, 2, 3, 4, 8, 16, 17, 32, 64, 100, 256};
+  const int64_t most = counts[std::size(counts) - 1];
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{320, 640}, {1536, 512}, {5376, 2048}}) {
+    const SameWeights sw(rows, cols, rng);
+    auto dx = DeviceBuffer<float>::From(Random(size_t(most * cols), rng));
+    ASSERT_TRUE(dx.ok());
+    for (const Mode& m : kModes) {
+      if (m.exact_split) continue;  // the trainer's mode; serving takes the other three
+      SetBf16Activations(m.act);
+      const DeviceMatrix dm = sw.As(m.dtype);
+      std::vector<float> first;  // row 0 with one row
+      for (const int64_t T : counts) {
+        auto dy = DeviceBuffer<float>::From(Poison(size_t(T * rows)));
+        ASSERT_TRUE(dy.ok());
+        const Status st = g.gemm->Run(dm, dx->data(), T, dy->data());
+        ASSERT_TRUE(st.ok()) << st.message();
+        ASSERT_EQ(cudaStreamSynchronize(g.stream), cudaSuccess);
+        std::vector<float> row = *dy->ToHost();
+        row.resize(size_t(rows));
+        if (first.empty()) {
+          first = row;
+          continue;
+        }
+        int64_t differ = 0;
+        for (int64_t i = 0; i < rows; ++i) differ += std::memcmp(&row[size_t(i)], &first[size_t(i)], sizeof(float)) != 0;
+        EXPECT_EQ(differ, 0) << DTypeName(m.dtype) << (m.act == Bf16Activations::kRound ? " rounded" : "") << ", "
+                             << rows << "x" << cols << ": row 0 with " << T << " rows differs from row 0 alone in "
+                             << differ << " of " << rows << " entries";
+      }
+    }
+  }
+  SetBf16Activations(Bf16Activations::kSplit);
 }
 
 }  // namespace
