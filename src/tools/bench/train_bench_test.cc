@@ -153,7 +153,9 @@ TEST(TrainBench, RunsOnAToyModelAndReportsTheFields) {
       EXPECT_NEAR(run.useful_ratio, run.useful_gflops / r->fp32_peak_gflops, 1e-12);
       EXPECT_NEAR(run.executed_ratio, run.executed_gflops / r->fp32_peak_gflops, 1e-12);
     }
-    if (r->bf16_peak_gflops > 0) EXPECT_NEAR(run.useful_ratio_bf16, run.useful_gflops / r->bf16_peak_gflops, 1e-12);
+    if (r->bf16_peak_gflops > 0) {
+      EXPECT_NEAR(run.useful_ratio_bf16, run.useful_gflops / r->bf16_peak_gflops, 1e-12);
+    }
     // The passes are parts of the step, each measured.
     EXPECT_GT(run.forward_s, 0);
     EXPECT_GT(run.loss_head_s, 0);
