@@ -23,7 +23,7 @@ struct Made {
 
 // The directories this process made, removed as it exits (a full `make test` used to leave
 // ~0.7 GB of them in /tmp) unless a test failed, when they are left to look at, or
-// GK_KEEP_TEST_DIRS is set. A forked child (a death test) exits without touching its parent's.
+// GK_KEEP_TEST_DIRS is set. A forked child (the kill tests') exits without touching its parent's.
 inline Made& MadeHere() {
   static Made* made = [] {
     auto* m = new Made;  // never destroyed: the exit handler below reads it

@@ -44,7 +44,8 @@ def keep_large_allocations_in_heap():
     afresh at every layer and step, costs ~25,000 page faults: measured, 5/6 of a 5-step
     `train_ref.py train` (38 s, half of it in the kernel; 6 s with this). With both thresholds
     at 2 GiB those blocks stay in the heap and are reused. The arithmetic is unchanged (same
-    bytes out). Every oracle script imports this module, so each of its processes does this."""
+    bytes out). Done on import: train_ref.py, check_logits.py and the helpers that build models
+    import this module."""
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc's; elsewhere, leave malloc be
     if mallopt is not None:
         M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
