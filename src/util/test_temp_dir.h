@@ -47,8 +47,7 @@ inline std::string TestTempDir(const std::string& name) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
-  test_temp_dir_internal::Made& made = test_temp_dir_internal::MadeHere();
-  if (made.pid == ::getpid()) made.dirs.push_back(dir);
+  test_temp_dir_internal::MadeHere().dirs.push_back(dir);
   return dir.string();
 }
 
