@@ -13,7 +13,8 @@
 #                                               `cuda`), `bench model --device cuda` on the 31B
 #                                               and E4B shapes (random weights made on the GPU;
 #                                               the 31B's prefill also with the flash kernel, its
-#                                               decode also with the GEMV kernel),
+#                                               decode also with the GEMV kernel, and the
+#                                               whole again with --batch-invariant),
 #                                               `bench train --device cuda` on the 31B shape and
 #                                               the tiny recipe trained on the GPU, the
 #                                               GPU trainer against the PyTorch oracle and
@@ -226,6 +227,9 @@ run)
   step bench_train_26b 60 "$gk" bench train --device cuda --preset 26b-a4b --seq-len 3072 --rank 64 --steps 2
   # The benchmark commands' own checks at toy size (ratios recomputed from the JSON, refusals).
   step bench_device 90 env GEMMAKIT_TOKENIZER_DIR="$tok" python3 tests/bench/bench_device_test.py --gemmakit "$gk"
+  # What --batch-invariant costs (pinned cuBLASLt algorithms, attention through the paged kernel):
+  # against bench_31b's figures from the same run.
+  step bench_31b_invariant 90 "$gk" bench model --device cuda --preset 31b "${layers[@]}" --repeats 2 --batch-invariant
   # Profiles (a later run's, DEVICE_CHECK_ONLY=profile_model_31b,profile_train_31b): the 31B
   # shape's first 6 layers (5 sliding, 1 global): a 4,096-token prefill, 2 decode steps, the
   # 64-sequence batch's prefill and 2 steps; then one training step of 3,072 tokens on 2 layers.

@@ -204,6 +204,10 @@ int RunBench(int argc, char** argv) {
       return Fail(StrCat("bench model: ", flag, gpu ? " runs on the CPU only" : " takes --device cuda"));
     }
   }
+  if (engine.batch_invariant && (decode_products == "gemv" || prefill_attention == "flash")) {
+    return Fail("bench model: --batch-invariant runs every product through cuBLASLt and every row through the paged kernel; "
+                "it takes neither --decode-products gemv nor --prefill-attention flash");
+  }
   if (gpu) {
 #ifdef GK_HAVE_CUDA
     GpuModelBenchOptions g;
@@ -219,6 +223,7 @@ int RunBench(int argc, char** argv) {
     g.repeats = o.repeats;
     g.gpu_memory_utilization = engine.gpu_memory_utilization;
     g.cuda_graphs = !engine.enforce_eager;
+    g.batch_invariant = engine.batch_invariant;
     g.flash_prefill = prefill_attention == "flash";
     g.gemv_decode = decode_products == "gemv";
     auto r = RunGpuModelBench(g);

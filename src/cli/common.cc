@@ -56,6 +56,9 @@ void EngineFlags::AddTo(CLI::App& app, bool tensor_parallel) {
   app.add_flag("--enforce-eager", enforce_eager,
                "--device cuda: launch every step's kernels one by one, without replaying decode steps as CUDA graphs "
                "(vLLM's flag)");
+  app.add_flag("--batch-invariant", batch_invariant,
+               "--device cuda: a greedy request gives the same text alone and in any batch (one cuBLASLt algorithm per "
+               "weight, no split-K, attention split at fixed lengths; slower), as vLLM's VLLM_BATCH_INVARIANT=1");
   app.add_option("--threads", threads, "worker threads (0 = all cores)");
   app.add_option("--quantize", quantize, "quantize the weights at load: none or q8_0 (int8, block scales)")
       ->check(CLI::IsMember({"none", "q8_0"}));
@@ -88,6 +91,8 @@ Status EngineFlags::CheckDevice() const {
       return Status::Error(StrCat("--quantize runs on the CPU only; --device ", spec.ToString(), " takes bf16 or f32 weights"));
     }
     if (tp > 1) return Status::Error(StrCat("--tp runs on CPUs only; --device ", spec.ToString(), " runs on one GPU"));
+  } else if (batch_invariant) {
+    return Status::Error("--batch-invariant takes --device cuda: on the CPU a row's sums do not depend on its batch already");
   }
   return Status::Ok();
 }
@@ -98,6 +103,7 @@ Result<RunnerOptions> EngineFlags::Runner(const ModelLoadOptions& lo) const {
   o.cpu = lo;
   o.gpu_memory_utilization = gpu_memory_utilization;
   o.cuda_graphs = !enforce_eager;
+  o.batch_invariant = batch_invariant;
   return o;
 }
 

@@ -39,6 +39,7 @@ struct EngineFlags {
   int tp = 1;
   double gpu_memory_utilization = 0.9;  // --device cuda: share of the GPU's memory (serve and bench model set it)
   bool enforce_eager = false;           // --device cuda: no CUDA graphs
+  bool batch_invariant = false;         // --device cuda: CudaModelOptions::batch_invariant
   void AddTo(CLI::App& app, bool tensor_parallel = true);
   void Apply() const;
   QuantType Quantize() const;

@@ -15,6 +15,7 @@ CudaModelOptions CudaOptions(const RunnerOptions& o) {
   co.max_chunk = o.cpu.max_chunk;
   co.gpu_memory_utilization = o.gpu_memory_utilization;
   co.cuda_graphs = o.cuda_graphs;
+  co.batch_invariant = o.batch_invariant;
   return co;
 }
 

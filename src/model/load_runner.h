@@ -17,6 +17,7 @@ struct RunnerOptions {
   ModelLoadOptions cpu;                 // max_chunk applies to every device; the rest to the CPU
   double gpu_memory_utilization = 0.9;  // cuda: the share of the device's memory weights + KV may take
   bool cuda_graphs = true;              // cuda: decode steps replayed as CUDA graphs (false: --enforce-eager)
+  bool batch_invariant = false;         // cuda: CudaModelOptions::batch_invariant (--batch-invariant)
 };
 
 // Errors: the checkpoint's (as GemmaModel::Load), CPU-only options on a GPU (--quantize, --tp),

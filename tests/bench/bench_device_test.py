@@ -53,7 +53,8 @@ def bench_model(gk):
     cases = [("tiny", small + ["--batch", "2", "--batch-prompt", "8"], True),
              ("tiny", small + ["--num-layers", "2", "--batch", "0", "--decode-products", "gemv"], True),
              ("tiny-e2b", small + ["--batch", "0", "--enforce-eager", "--prefill-attention", "flash"], False),
-             ("tiny-moe", small + ["--batch", "2", "--batch-prompt", "8"], False)]
+             ("tiny-moe", small + ["--batch", "2", "--batch-prompt", "8"], False),
+             ("tiny", small + ["--num-layers", "2", "--batch", "2", "--batch-prompt", "8", "--batch-invariant"], True)]
     for preset, extra, graphs in cases:
         r = run_json(gk, ["bench", "model", "--device", "cuda", "--preset", preset] + extra)
         if r is None:
@@ -78,6 +79,7 @@ def bench_model(gk):
               f"{preset}: graphs captured {r['graphs_captured']}, replayed {r['graph_replays']} (expected {graphs})")
         check((r["graph_nodes"] > 0) == graphs, f"{preset}: {r['graph_nodes']} operations in a decode step's graph")
         check(r["cuda_graphs"] == ("--enforce-eager" not in extra), f"{preset}: cuda_graphs {r['cuda_graphs']}")
+        check(r["batch_invariant"] == ("--batch-invariant" in extra), f"{preset}: batch_invariant {r['batch_invariant']}")
         check(r["decode_products"] == ("gemv" if "gemv" in extra else "cublaslt"),
               f"{preset}: decode products {r['decode_products']}")
     # The table: the MoE preset says why no graph was captured.
@@ -138,6 +140,8 @@ def refusals(gk):
                         "--compare-remat"),
                        (["bench", "model", "--device", "cuda", "--preset", "tiny", "--quantize", "q8_0"], "--quantize"),
                        (["bench", "model", "--device", "cuda", "--preset", "tiny", "--mmap"], "--mmap runs on the CPU only"),
+                       (["bench", "model", "--device", "cuda", "--preset", "tiny", "--batch-invariant", "--decode-products",
+                         "gemv"], "--batch-invariant"),
                        (["bench", "model", "--device", "cuda", "--preset", "nope"], "unknown preset")):
         p = subprocess.run([gk] + args, capture_output=True, text=True, timeout=120)
         lines = p.stderr.strip().splitlines()

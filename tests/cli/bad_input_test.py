@@ -304,6 +304,10 @@ def bench_model_gpu_flag_on_cpu(root, model):  # refused, not ignored
     return ["bench", "model", "--model", model, "--prefill-attention", "flash"]
 
 
+def serve_batch_invariant_on_cpu(root, model):  # a promise the flag would not change there: refused
+    return ["serve", "--model", model, "--port", "0", "--batch-invariant"]
+
+
 def train_on_cuda(root, model):  # the device is checked before the recipe is read
     return ["train", "--config", os.path.join(root, "no-such-recipe.toml"), "--device", "cuda:7"]
 
@@ -331,6 +335,7 @@ CMD_CASES = [
     ("train --device cuda:7 without a usable GPU", train_on_cuda, "--device cuda:7: "),
     ("bench model --prefill-attention on the CPU", bench_model_gpu_flag_on_cpu,
      "bench model: --prefill-attention takes --device cuda"),
+    ("serve --batch-invariant on the CPU", serve_batch_invariant_on_cpu, "--batch-invariant takes --device cuda"),
 ]
 
 

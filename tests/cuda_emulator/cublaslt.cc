@@ -5,6 +5,11 @@
 // CUBLAS_COMPUTE_32F. What cuBLASLt would refuse, or silently get wrong, is checked: operand
 // pointers below the alignment the heuristic was asked to assume, leading dimensions shorter
 // than a column, operands that run past the end of their device allocation.
+//
+// Split-K, as cuBLASLt's heuristic picks it for products of few rows over a long sum: where the
+// workspace and the preference's reduction-scheme mask allow, a product of at most kSplitKRows
+// rows (B's columns) over K >= kSplitKMinK sums each half of K on its own and adds the halves,
+// so that a row's bits depend on the row count there, as they may on a GPU.
 #include <cublasLt.h>
 
 #include <cstdio>
@@ -40,17 +45,22 @@ struct Layout {
 struct Pref {
   uint64_t max_workspace = 0;
   uint32_t align[4] = {256, 256, 256, 256};  // A, B, C, D: cuBLASLt's default assumption
+  uint32_t reduction_mask = CUBLASLT_REDUCTION_SCHEME_MASK;  // every scheme allowed
 };
 static_assert(sizeof(Desc) <= sizeof(cublasLtMatmulDescOpaque_t));
 static_assert(sizeof(Layout) <= sizeof(cublasLtMatrixLayoutOpaque_t));
 static_assert(sizeof(Pref) <= sizeof(cublasLtMatmulPreferenceOpaque_t));
 
-// What the heuristic chose, inside the algorithm's opaque bytes: the alignments it assumed.
+// What the heuristic chose, inside the algorithm's opaque bytes: the alignments it assumed, and
+// the parts K is summed in (1, or 2: split-K).
 struct AlgoBits {
   uint32_t magic;
   uint32_t align[4];
+  int32_t splits;
 };
+static_assert(sizeof(AlgoBits) <= sizeof(cublasLtMatmulAlgo_t));
 constexpr uint32_t kMagic = 0x67656d6d;  // "gemm"
+constexpr uint64_t kSplitKRows = 16, kSplitKMinK = 1024;
 
 [[noreturn]] void Abort(const std::string& what) {
   std::fprintf(stderr, "cuda emulator (cuBLASLt): %s\n", what.c_str());
@@ -149,6 +159,15 @@ float Dot(const Operand& oa, int64_t i, const Operand& ob, int64_t j, int64_t k)
   }
 }
 
+// Dot summed as split-K sums it: each half of k on its own, then the halves added.
+float SplitDot(const Operand& oa, int64_t i, const Operand& ob, int64_t j, int64_t k) {
+  const int64_t half = k / 2;
+  const size_t bytes_a = oa.type == CUDA_R_32F ? 4 : 2, bytes_b = ob.type == CUDA_R_32F ? 4 : 2;
+  const Operand ra{static_cast<const char*>(oa.base) + size_t(half) * bytes_a, oa.type, oa.ld};
+  const Operand rb{static_cast<const char*>(ob.base) + size_t(half) * bytes_b, ob.type, ob.ld};
+  return Dot(oa, i, ob, j, half) + Dot(ra, i, rb, j, k - half);
+}
+
 }  // namespace
 
 extern "C" {
@@ -232,6 +251,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: Set(pref->align[1], buf, size); break;
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: Set(pref->align[2], buf, size); break;
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: Set(pref->align[3], buf, size); break;
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK: Set(pref->reduction_mask, buf, size); break;
     default: return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   return CUBLAS_STATUS_SUCCESS;
@@ -258,13 +278,58 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   }
   const Pref& pref = *reinterpret_cast<const Pref*>(p);
   cublasLtMatmulHeuristicResult_t r{};
-  AlgoBits bits{kMagic, {pref.align[0], pref.align[1], pref.align[2], pref.align[3]}};
+  AlgoBits bits{kMagic, {pref.align[0], pref.align[1], pref.align[2], pref.align[3]}, 1};
+  const uint64_t partials = 2 * m * n * lc.batch * sizeof(float);  // the halves' sums, in the compute type
+  if (n <= kSplitKRows && ka >= kSplitKMinK && (pref.reduction_mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) != 0 &&
+      pref.max_workspace >= partials) {
+    bits.splits = 2;
+  }
   std::memcpy(&r.algo, &bits, sizeof bits);
-  r.workspaceSize = 0;
+  r.workspaceSize = bits.splits > 1 ? partials : 0;
   r.state = CUBLAS_STATUS_SUCCESS;
   r.wavesCount = 1.f;
   results[0] = r;
   *found = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// Whether `algo` runs this shape: any of the emulator's does (the alignments it assumed are
+// checked at each call, as cuBLASLt leaves them to the caller).
+cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t a,
+                                       cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t,
+                                       const cublasLtMatmulAlgo_t* algo, cublasLtMatmulHeuristicResult_t* result) {
+  if (algo == nullptr || result == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  AlgoBits bits;
+  std::memcpy(&bits, algo, sizeof bits);
+  if (bits.magic != kMagic) return CUBLAS_STATUS_INVALID_VALUE;
+  const Layout &la = *reinterpret_cast<const Layout*>(a), &lb = *reinterpret_cast<const Layout*>(b),
+               &lc = *reinterpret_cast<const Layout*>(c);
+  if (la.type != lb.type || lc.type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  *result = cublasLtMatmulHeuristicResult_t{};
+  result->algo = *algo;
+  result->workspaceSize = bits.splits > 1 ? 2 * lc.rows * lc.cols * lc.batch * sizeof(float) : 0;
+  result->state = CUBLAS_STATUS_SUCCESS;
+  result->wavesCount = 1.f;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
+                                                    cublasLtMatmulAlgoConfigAttributes_t attr, void* buf, size_t size,
+                                                    size_t* written) {
+  AlgoBits bits;
+  std::memcpy(&bits, algo, sizeof bits);
+  if (bits.magic != kMagic) return CUBLAS_STATUS_INVALID_VALUE;
+  int32_t value = 0;
+  switch (attr) {
+    case CUBLASLT_ALGO_CONFIG_SPLITK_NUM: value = bits.splits; break;
+    case CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME:
+      value = bits.splits > 1 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE;
+      break;
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (written != nullptr) *written = sizeof value;
+  if (size < sizeof value) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(buf, &value, sizeof value);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -314,7 +379,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
 #pragma omp parallel for schedule(static) if (m * n * k > (1 << 20))
       for (int64_t j = 0; j < n; ++j) {
         for (int64_t i = 0; i < m; ++i) {
-          const float s = Dot(oa, i, ob, j, k);
+          const float s = bits.splits == 1 ? Dot(oa, i, ob, j, k) : SplitDot(oa, i, ob, j, k);
           const float prior = beta != 0.f ? beta * Cb[size_t(j) * size_t(lc.ld) + size_t(i)] : 0.f;
           Db[size_t(j) * size_t(ld.ld) + size_t(i)] = alpha * s + prior;
         }

@@ -10,6 +10,10 @@ greedy requests alone == among 16 concurrent others (prefix caching and chunked 
 both off with bf16 KV), clients that hang up mid-stream (blocks freed: gemmakit:kv_blocks_used
 back to 0), 200
 requests with random hang-ups, and SIGTERM while a request streams (it completes, exit 0).
+
+On a GPU (GEMMAKIT_SERVE_EXTRA_ARGS names --device cuda) the two servers that check batched ==
+alone run --batch-invariant: as vLLM's, the GPU's default (cuBLASLt's per-shape algorithms,
+attention split by the batch) does not promise it; the CPU's does, without the flag.
 """
 
 import argparse
@@ -34,6 +38,8 @@ def server_args(max_num_seqs=32):
 
 
 SERVER_ARGS = server_args()
+ON_GPU = "cuda" in os.environ.get("GEMMAKIT_SERVE_EXTRA_ARGS", "")
+BATCH_INVARIANT = ["--batch-invariant"] if ON_GPU else []
 
 
 def log(msg):
@@ -474,7 +480,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gk-serve-e2e-") as tmp:
         workdir = args.workdir or tmp
         model_dir = make_tiny_model(args.gemmakit, os.path.join(workdir, "tiny"))
-        with ServeProcess(args.gemmakit, model_dir, SERVER_ARGS) as s:
+        with ServeProcess(args.gemmakit, model_dir, SERVER_ARGS + BATCH_INVARIANT) as s:
             log_text = s.log_text()
             check("KV cache size:" in log_text and "Maximum concurrency for 512 tokens per request" in log_text,
                   f"start-up capacity lines missing:\n{log_text}")
@@ -496,7 +502,7 @@ def main():
         log("ok: SIGTERM on an idle server: exit status 0")
         with ServeProcess(args.gemmakit, model_dir, SERVER_ARGS + [
                 "--no-enable-prefix-caching", "--no-enable-chunked-prefill", "--kv-cache-dtype", "bf16",
-                "--block-size", "4"]) as s:
+                "--block-size", "4"] + BATCH_INVARIANT) as s:
             check("bf16" in s.log_text(), f"bf16 KV not reported:\n{s.log_text()}")
             check_batched_equals_alone(s.base_url, "no prefix caching, whole prefills, bf16 KV, blocks of 4")
         check_queue_limit(args.gemmakit, model_dir)

@@ -26,6 +26,8 @@ struct LtApi {
   decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy;
   decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set;
   decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+  decltype(&cublasLtMatmulAlgoCheck) check;
+  decltype(&cublasLtMatmulAlgoConfigGetAttribute) config_get;
   decltype(&cublasLtMatmul) matmul;
 };
 
@@ -63,6 +65,8 @@ Result<const LtApi*> OpenCublasLt() {
     get(api.pref_destroy, "cublasLtMatmulPreferenceDestroy");
     get(api.pref_set, "cublasLtMatmulPreferenceSetAttribute");
     get(api.heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    get(api.check, "cublasLtMatmulAlgoCheck");
+    get(api.config_get, "cublasLtMatmulAlgoConfigGetAttribute");
     get(api.matmul, "cublasLtMatmul");
   });
   if (!status.ok()) return status;
@@ -128,8 +132,13 @@ Result<Bf16Staging> GemmRunner::StagingFor(size_t n) {
                      staged_terms_ > 2 ? staging_[2].data() : nullptr};
 }
 
+void GemmRunner::set_batch_invariant(bool on) {
+  if (on != batch_invariant_) algos_.clear();  // (chosen the other way)
+  batch_invariant_ = on;
+}
+
 bool GemmRunner::TakesGemv(const DeviceMatrix& w, const float* x, int64_t T) const {
-  return w.dtype == DType::kBF16 && T <= gemv_max_tokens_ && GemvSupports(w.data, x, w.cols, T);
+  return !batch_invariant_ && w.dtype == DType::kBF16 && T <= gemv_max_tokens_ && GemvSupports(w.data, x, w.cols, T);
 }
 
 Status GemmRunner::RunStaged(const DeviceMatrix& w, const float* x_f32, int64_t T, float* y) {
@@ -166,35 +175,62 @@ Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const DeviceMatrix& w, int6
   return FindAlgo(p);
 }
 
-// The row-major product seen column-major: y_bᵀ (N × M, ld ldy) = w_b (stored K × N, ld ldw)ᵀ ·
-// x_bᵀ (stored K × M, ld ldx), so cuBLASLt's A is w with op T and its B is x. A transposed
-// operand flips its op and its stored shape: w_trans stores w as N × K column-major (op N),
-// x_trans stores x as M × K column-major (op T).
+// The product's algorithm: the heuristic's for its shape, or the pinned one (set_batch_invariant).
 Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const BatchedProduct& p) {
   const std::array<int64_t, 13> key = {int64_t(p.dtype), p.M, p.N, p.K, p.ldx, p.ldw, p.ldy,
                                        p.stride_x, p.stride_w, p.stride_y, p.batch, p.x_trans, p.w_trans};
   if (auto it = algos_.find(key); it != algos_.end()) return it->second.get();
-  GK_ASSIGN_OR_RETURN(const LtApi* api, OpenCublasLt());
   auto algo = std::make_unique<Algo>();
-  algo->api = api;
+  GK_RETURN_IF_ERROR(Describe(p, *algo));
+  if (batch_invariant_ && !p.x_trans) {
+    GK_ASSIGN_OR_RETURN(algo->algo, PinnedAlgo(p));
+    cublasLtMatmulHeuristicResult_t checked{};
+    const cublasStatus_t st = algo->api->check(static_cast<cublasLtHandle_t>(handle_), algo->desc, algo->a, algo->b,
+                                               algo->c, algo->c, &algo->algo, &checked);
+    if (st != CUBLAS_STATUS_SUCCESS || checked.workspaceSize > kWorkspaceBytes) {
+      return Status::Error(StrCat("batch-invariant products: cuBLASLt's algorithm for ", p.N, "x", p.K, " ",
+                                  DTypeName(p.dtype), " weights (chosen for ", kPinnedRows, " rows) does not run ", p.M,
+                                  " rows (cuBLAS status ", int(st), ")"));
+    }
+  } else {
+    GK_ASSIGN_OR_RETURN(algo->algo, Heuristic(*algo, p, false));
+  }
+  const Algo* out = algo.get();
+  if (algos_.size() >= kMaxCachedShapes) algos_.clear();  // (no caller holds an Algo across calls)
+  algos_.emplace(key, std::move(algo));
+  return out;
+}
+
+// The row-major product seen column-major: y_bᵀ (N × M, ld ldy) = w_b (stored K × N, ld ldw)ᵀ ·
+// x_bᵀ (stored K × M, ld ldx), so cuBLASLt's A is w with op T and its B is x. A transposed
+// operand flips its op and its stored shape: w_trans stores w as N × K column-major (op N),
+// x_trans stores x as M × K column-major (op T).
+Status GemmRunner::Describe(const BatchedProduct& p, Algo& algo) const {
+  GK_ASSIGN_OR_RETURN(const LtApi* api, OpenCublasLt());
+  algo.api = api;
   const cudaDataType_t in = p.dtype == DType::kF32 ? CUDA_R_32F : p.dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
-  GK_RETURN_IF_ERROR(LtCheck(api->desc_create(&algo->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
+  GK_RETURN_IF_ERROR(LtCheck(api->desc_create(&algo.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
   const cublasOperation_t op_a = p.w_trans ? CUBLAS_OP_N : CUBLAS_OP_T, op_b = p.x_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "TRANSA"));
-  GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "TRANSB"));
+  GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "TRANSA"));
+  GK_RETURN_IF_ERROR(LtCheck(api->desc_set(algo.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "TRANSB"));
   const uint64_t K = uint64_t(p.K), N = uint64_t(p.N), M = uint64_t(p.M);
-  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->a, in, p.w_trans ? N : K, p.w_trans ? K : N, p.ldw), "layout A"));
-  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->b, in, p.x_trans ? M : K, p.x_trans ? K : M, p.ldx), "layout B"));
-  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo->c, CUDA_R_32F, uint64_t(p.N), uint64_t(p.M), p.ldy), "layout C"));
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo.a, in, p.w_trans ? N : K, p.w_trans ? K : N, p.ldw), "layout A"));
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo.b, in, p.x_trans ? M : K, p.x_trans ? K : M, p.ldx), "layout B"));
+  GK_RETURN_IF_ERROR(LtCheck(api->layout_create(&algo.c, CUDA_R_32F, uint64_t(p.N), uint64_t(p.M), p.ldy), "layout C"));
   if (p.batch > 1) {
     const int32_t count = p.batch;
-    const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {{algo->a, p.stride_w}, {algo->b, p.stride_x}, {algo->c, p.stride_y}};
+    const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {{algo.a, p.stride_w}, {algo.b, p.stride_x}, {algo.c, p.stride_y}};
     for (const auto& [layout, stride] : layouts) {
       GK_RETURN_IF_ERROR(LtCheck(api->layout_set(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), "batch count"));
       GK_RETURN_IF_ERROR(LtCheck(api->layout_set(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
                                  "batch stride"));
     }
   }
+  return Status::Ok();
+}
+
+Result<cublasLtMatmulAlgo_t> GemmRunner::Heuristic(const Algo& algo, const BatchedProduct& p, bool no_split_k) const {
+  const LtApi* api = algo.api;
   cublasLtMatmulPreference_t pref = nullptr;
   GK_RETURN_IF_ERROR(LtCheck(api->pref_create(&pref), "cublasLtMatmulPreferenceCreate"));
   const uint64_t ws = kWorkspaceBytes;
@@ -207,25 +243,49 @@ Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const BatchedProduct& p) {
                           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     if (pref_ok.ok()) pref_ok = LtCheck(api->pref_set(pref, attr, &align, sizeof(align)), "alignment preference");
   }
+  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;  // (a mask: split-K's reductions all excluded)
+  if (pref_ok.ok() && no_split_k) {
+    pref_ok = LtCheck(api->pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction, sizeof(no_reduction)),
+                      "reduction scheme preference");
+  }
   if (!pref_ok.ok()) {  // without it the heuristic would assume 256-byte operands
     api->pref_destroy(pref);
     return pref_ok;
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  const cublasStatus_t st = api->heuristic(static_cast<cublasLtHandle_t>(handle_), algo->desc, algo->a, algo->b,
-                                           algo->c, algo->c, pref, 1, &result, &found);
+  const cublasStatus_t st = api->heuristic(static_cast<cublasLtHandle_t>(handle_), algo.desc, algo.a, algo.b, algo.c,
+                                           algo.c, pref, no_split_k ? kCandidates : 1, results, &found);
   api->pref_destroy(pref);
   GK_RETURN_IF_ERROR(LtCheck(st, "cublasLtMatmulAlgoGetHeuristic"));
-  if (found == 0) {
-    return Status::Error(StrCat("cuBLASLt has no algorithm for a ", DTypeName(p.dtype), " product of ", p.M, "x", p.K,
-                                " by ", p.N, "x", p.K, " (batch ", p.batch, ")"));
+  for (int i = 0; i < found; ++i) {
+    // The mask should leave none that split K; an algorithm that still says it does is passed over.
+    int32_t splits = 1;
+    if (no_split_k &&
+        api->config_get(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), nullptr) ==
+            CUBLAS_STATUS_SUCCESS &&
+        splits > 1) {
+      continue;
+    }
+    return results[i].algo;
   }
-  algo->algo = result.algo;
-  const Algo* out = algo.get();
-  if (algos_.size() >= kMaxCachedShapes) algos_.clear();  // (no caller holds an Algo across calls)
-  algos_.emplace(key, std::move(algo));
-  return out;
+  return Status::Error(StrCat("cuBLASLt has no algorithm for a ", DTypeName(p.dtype), " product of ", p.M, "x", p.K, " by ",
+                              p.N, "x", p.K, " (batch ", p.batch, ")", no_split_k ? " that does not split K" : ""));
+}
+
+Result<cublasLtMatmulAlgo_t> GemmRunner::PinnedAlgo(const BatchedProduct& p) {
+  const std::array<int64_t, 13> key = {int64_t(p.dtype), 0, p.N, p.K, p.ldx, p.ldw, p.ldy,
+                                       p.stride_x, p.stride_w, p.stride_y, p.batch, p.x_trans, p.w_trans};
+  if (auto it = pinned_.find(key); it != pinned_.end()) return it->second;
+  BatchedProduct q = p;
+  q.M = kPinnedRows;  // a fixed count, so that the choice does not depend on the first call's
+  Algo shape;
+  GK_RETURN_IF_ERROR(Describe(q, shape));
+  GK_ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t algo, Heuristic(shape, q, true));
+  if (pinned_.size() >= kMaxCachedShapes) pinned_.clear();
+  pinned_.emplace(key, algo);
+  return algo;
 }
 
 Status GemmRunner::Matmul(const Algo& a, const BatchedProduct& p, float beta) {

@@ -9,6 +9,7 @@
 // starts on machines without it, and only the CUDA runner needs the 500 MB library.
 #pragma once
 
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <array>
@@ -91,6 +92,15 @@ class GemmRunner {
   // Run and RunStaged of bf16 weights on at most `max_tokens` rows of x through the GEMV kernel
   // (kernels/cuda/gemv.h) instead of cuBLASLt; 0 (the default): cuBLASLt always.
   void set_small_batch_gemv(int max_tokens) { gemv_max_tokens_ = max_tokens; }
+  // Batch-invariant products (vLLM's VLLM_BATCH_INVARIANT): a row of y has the same bits whatever
+  // the number of rows T beside it. cuBLASLt's heuristic picks an algorithm per shape, and for
+  // few rows one that splits the sum over K (split-K, reduced after): the same row then sums in
+  // another order at batch 1 than at batch 16. On, every product of a weight shape takes one
+  // algorithm, chosen for kPinnedRows rows among those without split-K, and checked
+  // (cublasLtMatmulAlgoCheck) for each T it meets; the GEMV kernel is not used. Products whose x
+  // is stored transposed (the trainer's weight gradients) keep the per-shape choice.
+  void set_batch_invariant(bool on);
+  static constexpr int64_t kPinnedRows = 128;
   // The product shapes whose descriptors and algorithm are kept: at most kMaxCachedShapes, as a
   // server meets a new T at every batch size and a new attention product at every context
   // length; past it the cache starts again (each shape costs one heuristic query, ~10 µs).
@@ -103,6 +113,13 @@ class GemmRunner {
   // The descriptors and algorithm of one product shape (a BatchedProduct's, pointers aside).
   Result<const Algo*> FindAlgo(const BatchedProduct& p);
   Result<const Algo*> FindAlgo(const DeviceMatrix& w, int64_t T);
+  // The product's descriptors (algorithm aside).
+  Status Describe(const BatchedProduct& p, Algo& a) const;
+  // The heuristic's best algorithm for a's shape; no_split_k: only those that sum each element
+  // in one pass over K.
+  Result<cublasLtMatmulAlgo_t> Heuristic(const Algo& a, const BatchedProduct& p, bool no_split_k) const;
+  // The batch-invariant algorithm of p's shape whatever p.M (set_batch_invariant).
+  Result<cublasLtMatmulAlgo_t> PinnedAlgo(const BatchedProduct& p);
   Status Matmul(const Algo& a, const BatchedProduct& p, float beta);
   // Staging for `terms` bf16 copies of `elements` activations.
   Status Ensure(size_t elements, int terms);
@@ -121,8 +138,10 @@ class GemmRunner {
   int staged_terms_ = 0;  // what the last StagingFor asked for (RunStaged)
   bool exact_split_ = false;
   int gemv_max_tokens_ = 0;
+  bool batch_invariant_ = false;
   // Keyed by (dtype, M, N, K, ldx, ldw, ldy, stride_x, stride_w, stride_y, batch, x_trans, w_trans).
   std::map<std::array<int64_t, 13>, std::unique_ptr<Algo>> algos_;
+  std::map<std::array<int64_t, 13>, cublasLtMatmulAlgo_t> pinned_;  // the same key with M = 0
 };
 
 // y (M × N, row stride ldy) = alpha · op(x) · op(w) + beta · y, all f32 (TF32 off): LoRA's

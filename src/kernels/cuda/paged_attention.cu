@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32) GroupAttentionKernel(PagedAttenti
   const int slot = warp % hw, prow = warp / hw;  // prow >= pg: an idle warp (kWarps % hw != 0)
   const int32_t p = a.tokens.pos[t];
   const int32_t lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
-  const int32_t per = (p - lo + 1 + a.splits - 1) / a.splits;
+  const int32_t per = a.split_positions > 0 ? a.split_positions : (p - lo + 1 + a.splits - 1) / a.splits;
   const int32_t begin = lo + split * per, end = min(p + 1, begin + per);  // [begin, end)
   const int32_t* table = a.tokens.tables + a.tokens.table_offset[t];
 
@@ -298,6 +298,15 @@ int PagedAttentionSplits(int64_t rows, int kv_heads, int64_t max_positions, int 
   if (blocks >= want) return 1;
   const int64_t by_blocks = (want + blocks - 1) / blocks, by_length = (max_positions + 127) / 128;
   return int(std::max<int64_t>(1, std::min<int64_t>({by_blocks, by_length, 64})));
+}
+
+int BatchInvariantSplitPositions(int64_t longest_possible) {
+  const int64_t per = std::max<int64_t>(256, (longest_possible + 15) / 16);
+  return int((per + kTile - 1) / kTile * kTile);
+}
+
+int BatchInvariantSplits(int64_t max_positions, int split_positions) {
+  return int(std::max<int64_t>(1, (max_positions + split_positions - 1) / split_positions));
 }
 
 Status PagedAttention(const PagedAttentionArgs& a, cudaStream_t stream) {

@@ -41,6 +41,11 @@ struct PagedAttentionArgs {
   const std::byte* v_pool = nullptr;
   DType dtype = DType::kF16;  // kF32, kF16, kBF16, kFp8E4m3 or kFp8E5m2
   int splits = 1;              // ranges of positions per token, merged after (1: none)
+  // 0: each token's visible positions cut into `splits` even ranges; else into ranges of this
+  // many from the first visible one, whatever the other tokens' contexts (batch-invariant: a
+  // token's sums then do not depend on its batch; splits must cover the longest: trailing
+  // ranges of shorter contexts are empty, and weigh nothing in the merge).
+  int split_positions = 0;
   float* workspace = nullptr;  // splits > 1: PagedAttentionWorkspaceFloats floats (device)
   Bf16Staging out_staged;      // out's bf16 terms too, for o_proj's product (hi null: none)
 };
@@ -56,5 +61,10 @@ inline int64_t PagedAttentionWorkspaceFloats(const PagedAttentionArgs& a) {
 // Splits that give about two blocks per multiprocessor for `rows` tokens of kv_heads heads, each
 // split at least 128 positions of the longest context, at most 64.
 int PagedAttentionSplits(int64_t rows, int kv_heads, int64_t max_positions, int multiprocessors);
+// Batch-invariant splitting: the range length for contexts of at most `longest_possible`
+// positions (the model's, not the batch's), at least 256 and at most 16 ranges; and the ranges
+// that cover `max_positions` at that length.
+int BatchInvariantSplitPositions(int64_t longest_possible);
+int BatchInvariantSplits(int64_t max_positions, int split_positions);
 
 }  // namespace gk::cuda

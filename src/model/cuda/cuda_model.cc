@@ -128,6 +128,7 @@ struct CudaModel::Impl {
   std::vector<LongRun> long_runs;
   int64_t short_rows = 0;
   int64_t short_max_positions[2] = {0, 0};  // the short rows' longest visible range: full, sliding layers
+  int64_t pool_max_positions[2] = {0, 0};   // the longest any row of the pool may see: full, sliding layers
   const int32_t* d_rows = nullptr;        // in meta: the logit rows' tokens
   const int32_t* d_short_rows = nullptr;  // the short rows' tokens
   const int32_t* d_tables = nullptr;      // both groups' block tables
@@ -194,7 +195,9 @@ struct CudaModel::Impl {
   Status AllocateActivations();
   Status Run(std::span<const PagedBatchItem> items, PagedKvPool& pool, float* logits);
   Status Reserve(int64_t R);
-  std::pair<int, int64_t> DecodeAttention(int l) const;
+  // Layer l's paged attention for this pass's short rows: the splits (PagedAttentionArgs' T,
+  // num_heads, head_dim, splits and split_positions set).
+  cuda::PagedAttentionArgs DecodeAttention(int l) const;
   Status Forward(int64_t T, int64_t R, PagedKvPool& pool, const cuda::PagedTokens tokens[2]);
   Status RunDecodeGraph(int64_t T, int64_t R, PagedKvPool& pool, const cuda::PagedTokens tokens[2]);
   Status Layer(int l, int64_t T, PagedKvPool& pool, const cuda::PagedTokens tokens[2]);
@@ -321,6 +324,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::Make(const ModelConfig& config, co
   GK_RETURN_IF_ERROR(m.AllocateActivations().Wrap(StrCat("activations for ", m.o.max_chunk, " tokens on ", m.device_name)));
   GK_ASSIGN_OR_RETURN(m.gemm, cuda::GemmRunner::Create(m.stream));
   m.gemm->set_small_batch_gemv(o.gemv_max_tokens);
+  m.gemm->set_batch_invariant(o.batch_invariant);
   GK_RETURN_IF_ERROR(Check(cudaDeviceGetAttribute(&m.multiprocessors, cudaDevAttrMultiProcessorCount, o.device),
                            "cudaDeviceGetAttribute"));
   // What is left for the KV cache: the utilisation's share of the device less what this process
@@ -410,7 +414,9 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
       const int64_t used = (first + n - 1) / bs + 1;  // blocks through the last new position
       tables[g].insert(tables[g].end(), it.seq->blocks[g].begin(), it.seq->blocks[g].begin() + used);
     }
-    const bool long_run = n >= o.prefill_gemm_min_tokens;
+    // (Batch-invariant: every row through the paged kernel, whose sums for a row do not depend
+    // on how its prompt was chunked.)
+    const bool long_run = !o.batch_invariant && n >= o.prefill_gemm_min_tokens;
     if (long_run) long_runs.push_back({t, n, first, {base[0], base[1]}});
     if (it.lora != nullptr) {
       if (!lora_runs.empty() && lora_runs.back().weights == it.lora && lora_runs.back().t0 + lora_runs.back().n == t) {
@@ -448,11 +454,13 @@ Status CudaModel::Impl::Run(std::span<const PagedBatchItem> items, PagedKvPool& 
   decode_shape = o.cuda_graphs && !c.enable_moe_block && R == T && int64_t(items.size()) == T && long_runs.empty() &&
                  lora_runs.empty();  // (the adapters' products are per run: eager)
   GK_RETURN_IF_ERROR(PrepareLora());
+  const int64_t cap = pool.HasGroup(KvGroup::kFull) ? pool.num_blocks(KvGroup::kFull) * bs : 0;
+  pool_max_positions[0] = c.max_position_embeddings > 0 ? std::min<int64_t>(cap, c.max_position_embeddings) : cap;
+  pool_max_positions[1] = std::min<int64_t>(c.sliding_window,
+                                            pool.HasGroup(KvGroup::kSliding) ? pool.num_blocks(KvGroup::kSliding) * bs : 0);
   if (decode_shape) {  // decode attention's splits from the pool's capacity, not this step's contexts
-    const int64_t cap = pool.HasGroup(KvGroup::kFull) ? pool.num_blocks(KvGroup::kFull) * bs : 0;
-    short_max_positions[0] = c.max_position_embeddings > 0 ? std::min<int64_t>(cap, c.max_position_embeddings) : cap;
-    short_max_positions[1] = std::min<int64_t>(c.sliding_window,
-                                               pool.HasGroup(KvGroup::kSliding) ? pool.num_blocks(KvGroup::kSliding) * bs : 0);
+    short_max_positions[0] = pool_max_positions[0];
+    short_max_positions[1] = pool_max_positions[1];
   }
   // RoPE cos/sin per slot and token, in double as the CPU (kernels/ops.h); only the T rows
   // of each slot's table go over.
@@ -522,7 +530,9 @@ Status CudaModel::Impl::Reserve(int64_t R) {
     ++generation;
   }
   size_t need = 0;
-  for (int l = 0; l < c.num_layers && short_rows > 0; ++l) need = std::max(need, size_t(DecodeAttention(l).second));
+  for (int l = 0; l < c.num_layers && short_rows > 0; ++l) {
+    need = std::max(need, size_t(cuda::PagedAttentionWorkspaceFloats(DecodeAttention(l))));
+  }
   if (attention_splits.size() < need) {
     GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the forward pass on the GPU"));
     attention_splits = DeviceBuffer<float>();
@@ -532,18 +542,22 @@ Status CudaModel::Impl::Reserve(int64_t R) {
   return Status::Ok();
 }
 
-// Layer l's decode attention splits for this pass's short rows, and the floats they need.
-std::pair<int, int64_t> CudaModel::Impl::DecodeAttention(int l) const {
+cuda::PagedAttentionArgs CudaModel::Impl::DecodeAttention(int l) const {
   const int source = c.KvSourceLayer(l);
-  const bool sliding = !c.IsFull(source);
+  const int g = c.IsFull(source) ? 0 : 1;
   cuda::PagedAttentionArgs a;
   a.T = short_rows;
   a.num_heads = int(c.num_heads);
   a.head_dim = int(c.HeadDim(l));
-  // Few rows over long contexts (a decode step at small batch): split each row's positions so
-  // that every multiprocessor has work, and merge after.
-  a.splits = cuda::PagedAttentionSplits(short_rows, int(c.KvHeads(l)), short_max_positions[sliding ? 1 : 0], multiprocessors);
-  return {a.splits, cuda::PagedAttentionWorkspaceFloats(a)};
+  if (o.batch_invariant) {  // ranges of a length fixed by the pool, so that no row's depend on the others'
+    a.split_positions = cuda::BatchInvariantSplitPositions(pool_max_positions[g]);
+    a.splits = cuda::BatchInvariantSplits(short_max_positions[g], a.split_positions);
+  } else {
+    // Few rows over long contexts (a decode step at small batch): split each row's positions so
+    // that every multiprocessor has work, and merge after.
+    a.splits = cuda::PagedAttentionSplits(short_rows, int(c.KvHeads(l)), short_max_positions[g], multiprocessors);
+  }
+  return a;
 }
 
 // The pass's kernels, from the embedding to the picked tokens, queued on the stream (what a
@@ -698,9 +712,12 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     a.k_pool = pool.KData(source);
     a.v_pool = pool.VData(source);
     a.dtype = pool.dtype();
-    int64_t need = 0;
-    std::tie(a.splits, need) = DecodeAttention(l);
-    if (attention_splits.size() < size_t(need)) return Status::Error("decode attention's workspace was not reserved");
+    const cuda::PagedAttentionArgs split = DecodeAttention(l);
+    a.splits = split.splits;
+    a.split_positions = split.split_positions;
+    if (attention_splits.size() < size_t(cuda::PagedAttentionWorkspaceFloats(a))) {
+      return Status::Error("decode attention's workspace was not reserved");
+    }
     a.workspace = attention_splits.data();
     if (o_input_staged) {  // (braces: the macro is several statements)
       GK_ASSIGN_OR_RETURN(a.out_staged, gemm->StagingFor(size_t(T * N * H)));

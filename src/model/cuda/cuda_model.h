@@ -38,6 +38,15 @@ struct CudaModelOptions {
   // Products of bf16 weights on passes of at most this many tokens (decode steps at small batch)
   // through the GEMV kernel (kernels/cuda/gemv.h) instead of cuBLASLt; 0: cuBLASLt always.
   int gemv_max_tokens = 0;
+  // Batch-invariant passes (vLLM's VLLM_BATCH_INVARIANT): a row's logits have the same bits
+  // whatever else the pass holds (how many rows, how its prompt was chunked, other contexts'
+  // lengths), so a greedy request gives the same text alone and in a crowd. Every product of a
+  // weight takes one cuBLASLt algorithm without split-K whatever its row count (GemmRunner::
+  // set_batch_invariant; no GEMV kernel); every row attends through the paged kernel (no
+  // prefill products or fused kernel), its positions split into ranges of a length fixed by the
+  // pool. Costs: prefill attention reads the cache once per row, and products of few rows lose
+  // split-K's parallelism.
+  bool batch_invariant = false;
 };
 
 struct CudaGraphStats {

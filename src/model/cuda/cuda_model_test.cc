@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <span>
 
 #include "engines/generate/generator.h"
 #include "kernels/cuda/cuda_test_util.h"
@@ -212,6 +214,121 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny", DType::kBF16, DType::kF16, 2e-3, 64, false, true},
                       Case{"tiny-e2b", DType::kBF16, DType::kF16, 4e-3, 64, false, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
+
+// A request's logits in batch-invariant mode (CudaModelOptions::batch_invariant) have the same
+// bits alone and in a crowd: its 70-token prompt in one pass, or in chunks of 30 and 40 beside
+// 16 other prompts (one of 300 tokens, so that its attention takes more ranges than the
+// request's alone), then 6 decode steps alone (graphs) or beside the 16 others (whose count
+// changes the default's split of decode attention). Without the mode
+// the prompt's rows attend through products alone and through the paged kernel in chunks, and
+// products of few rows may split K: the default's differences are printed, not asserted.
+TEST(CudaModel, BatchInvariantLogitsDoNotDependOnTheBatch) {
+  SKIP_WITHOUT_GPU();
+  // Split activations (f32-accurate): serving's rounding to bf16 would hide most one-bit
+  // differences before they reached the logits.
+  ScopedBf16Activations split(Bf16Activations::kSplit);
+  const ModelConfig config = ToyConfig("tiny", 32);
+  const std::string dir = WriteToyModel(config, "gk_cuda_batch_invariant", DType::kBF16, 13);
+  const int64_t V = config.vocab_size;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok(3, int32_t(V) - 1);
+  auto random_prompt = [&](int n) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (int32_t& t : p) t = tok(rng);
+    return p;
+  };
+  const std::vector<int32_t> mine = random_prompt(70);
+  std::vector<std::vector<int32_t>> others;
+  for (int n : {300, 9, 33, 100, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}) others.push_back(random_prompt(n));
+  const int S = 1 + int(others.size());
+  constexpr int kSteps = 6, kBlocks = 100;  // blocks of 4 positions per sequence and group
+  // The request's rows of logits: its prompt's last, then one per decode step (fed `fed`, or
+  // its own greedy choices where fed is empty).
+  auto run = [&](bool invariant, bool crowded, std::vector<int32_t>& fed) {
+    std::vector<std::vector<float>> rows;
+    CudaModelOptions co;
+    co.max_chunk = 512;
+    co.batch_invariant = invariant;
+    auto gpu = CudaModel::Load(dir, co);
+    EXPECT_TRUE(gpu.ok()) << gpu.message();
+    if (!gpu.ok()) return rows;
+    PagedKvOptions po;
+    po.block_size = 4;
+    po.dtype = DType::kBF16;
+    po.num_blocks[0] = po.num_blocks[1] = S * kBlocks;
+    auto pool = (*gpu)->NewPagedKvPool(po);
+    EXPECT_TRUE(pool.ok()) << pool.message();
+    if (!pool.ok()) return rows;
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(S));
+    std::vector<PagedSequence> seqs(static_cast<size_t>(S));  // 0: the request; then the others
+    for (int s = 0; s < S; ++s) {
+      for (int b = 0; b < kBlocks; ++b) tables[size_t(s)].push_back(s * kBlocks + b);
+      seqs[size_t(s)].blocks[0] = seqs[size_t(s)].blocks[1] = tables[size_t(s)];
+    }
+    // Runs one pass; keeps the request's row of logits (it is item `mine_at`, wanting its last).
+    auto pass = [&](std::vector<PagedBatchItem> items, int mine_at) {
+      int64_t R = 0;
+      for (const PagedBatchItem& it : items) R += it.logits == LogitsMode::kLast ? 1 : 0;
+      std::vector<float> logits = cuda::Poison(size_t(R * V));
+      const Status st = (*gpu)->ForwardPaged(items, **pool, logits.data());
+      EXPECT_TRUE(st.ok()) << st.message();
+      int64_t row = 0;
+      for (int i = 0; i < mine_at; ++i) row += items[size_t(i)].logits == LogitsMode::kLast ? 1 : 0;
+      if (mine_at >= 0) rows.emplace_back(logits.begin() + row * V, logits.begin() + (row + 1) * V);
+      for (const PagedBatchItem& it : items) seqs[size_t(it.seq - seqs.data())].num_tokens += int64_t(it.tokens.size());
+    };
+    auto item = [&](int s, std::span<const int32_t> t, LogitsMode m) { return PagedBatchItem{t, &seqs[size_t(s)], m, nullptr}; };
+    const std::span<const int32_t> p(mine);
+    if (!crowded) {
+      pass({item(0, p, LogitsMode::kLast)}, 0);
+    } else {
+      pass({item(1, others[0], LogitsMode::kLast), item(0, p.subspan(0, 30), LogitsMode::kNone),
+            item(2, others[1], LogitsMode::kLast)},
+           -1);
+      std::vector<PagedBatchItem> rest = {item(3, others[2], LogitsMode::kLast), item(0, p.subspan(30), LogitsMode::kLast)};
+      for (int s = 4; s < S; ++s) rest.push_back(item(s, others[size_t(s - 1)], LogitsMode::kLast));
+      pass(rest, 1);
+    }
+    const bool choose = fed.empty();
+    const int32_t filler = 11;  // the others' decode token
+    for (int step = 0; step < kSteps && !rows.empty(); ++step) {
+      if (choose) fed.push_back(int32_t(std::max_element(rows.back().begin(), rows.back().end()) - rows.back().begin()));
+      const std::span<const int32_t> next(&fed[size_t(step)], 1);
+      if (!crowded) {
+        pass({item(0, next, LogitsMode::kLast)}, 0);
+      } else {
+        std::vector<PagedBatchItem> step_items;
+        for (int s = 1; s < S; ++s) {
+          if (s == 3) step_items.push_back(item(0, next, LogitsMode::kLast));
+          step_items.push_back(item(s, {&filler, 1}, LogitsMode::kLast));
+        }
+        pass(step_items, 2);
+      }
+    }
+    return rows;
+  };
+  auto differing = [](const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+    int n = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      n += std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0;
+    }
+    return n + int(std::max(a.size(), b.size()) - std::min(a.size(), b.size()));
+  };
+  std::vector<int32_t> fed;
+  const auto alone = run(true, false, fed);
+  ASSERT_EQ(alone.size(), size_t(1 + kSteps));
+  const auto crowd = run(true, true, fed);
+  ASSERT_EQ(crowd.size(), alone.size());
+  for (size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_EQ(std::memcmp(alone[i].data(), crowd[i].data(), size_t(V) * sizeof(float)), 0)
+        << "batch-invariant: the request's logits of pass " << i << " (0: its prompt's last row) differ in a crowd";
+  }
+  std::vector<int32_t> fed_default = fed;
+  const auto alone_default = run(false, false, fed_default), crowd_default = run(false, true, fed_default);
+  std::printf("default mode: %d of %zu of the request's rows of logits differ between alone and a crowd\n",
+              differing(alone_default, crowd_default), alone_default.size());
+  std::filesystem::remove_all(dir);
+}
 
 // Decode steps replayed as CUDA graphs give the tokens that eager launches give, greedy and
 // sampled, over fresh pools (a new pool's regions: captured again where they moved).

@@ -93,6 +93,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
   co.cuda_graphs = o.cuda_graphs;
   if (o.flash_prefill) co.prefill_attention = CudaModelOptions::PrefillAttention::kFlash;
   if (o.gemv_decode) co.gemv_max_tokens = cuda::kGemvMaxTokens;
+  co.batch_invariant = o.batch_invariant;
   const double t0 = NowSeconds();
   std::unique_ptr<CudaModel> model;
   if (!o.preset.empty()) {
@@ -198,6 +199,7 @@ Result<nlohmann::json> RunGpuModelBench(const GpuModelBenchOptions& o) {
   cudaProfilerStop();
   const CudaGraphStats graphs = model->graph_stats();
   r["cuda_graphs"] = o.cuda_graphs;
+  r["batch_invariant"] = o.batch_invariant;
   r["graphs_captured"] = graphs.captured;
   r["moe"] = c.enable_moe_block;
   r["graph_replays"] = graphs.replayed;
@@ -252,6 +254,9 @@ std::string FormatGpuModelBench(const nlohmann::json& r) {
            std::to_string(r["layers"].get<int>()) + " layers\n";
   } else {
     out += "graphs   none: every step launched eagerly (--enforce-eager)\n";
+  }
+  if (r.value("batch_invariant", false)) {
+    out += "mode     batch-invariant (--batch-invariant): pinned cuBLASLt algorithms, attention through the paged kernel\n";
   }
   return out;
 }

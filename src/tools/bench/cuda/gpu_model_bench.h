@@ -33,6 +33,7 @@ struct GpuModelBenchOptions {
   bool cuda_graphs = true;   // false: --enforce-eager
   bool flash_prefill = false;  // prefill attention through the fused kernel, not cuBLASLt products
   bool gemv_decode = false;    // decode steps' products through the GEMV kernel, not cuBLASLt
+  bool batch_invariant = false;  // CudaModelOptions::batch_invariant (--batch-invariant): what it costs
 };
 
 // The figures as JSON (every number the table prints, and the limits).
