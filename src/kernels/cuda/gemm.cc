@@ -184,16 +184,14 @@ Result<const GemmRunner::Algo*> GemmRunner::FindAlgo(const BatchedProduct& p) {
   GK_RETURN_IF_ERROR(Describe(p, *algo));
   if (batch_invariant_ && !p.x_trans) {
     GK_ASSIGN_OR_RETURN(algo->algo, PinnedAlgo(p));
-    cublasLtMatmulHeuristicResult_t checked{};
-    const cublasStatus_t st = algo->api->check(static_cast<cublasLtHandle_t>(handle_), algo->desc, algo->a, algo->b,
-                                               algo->c, algo->c, &algo->algo, &checked);
-    if (st != CUBLAS_STATUS_SUCCESS || checked.workspaceSize > kWorkspaceBytes) {
+    if (Status ok = CheckAlgo(*algo, algo->algo); !ok.ok()) {
       return Status::Error(StrCat("batch-invariant products: cuBLASLt's algorithm for ", p.N, "x", p.K, " ",
                                   DTypeName(p.dtype), " weights (chosen for ", kPinnedRows, " rows) does not run ", p.M,
-                                  " rows (cuBLAS status ", int(st), ")"));
+                                  " rows: ", ok.message()));
     }
   } else {
-    GK_ASSIGN_OR_RETURN(algo->algo, Heuristic(*algo, p, false));
+    GK_ASSIGN_OR_RETURN(const std::vector<cublasLtMatmulAlgo_t> best, Heuristic(*algo, p, false));
+    algo->algo = best[0];
   }
   const Algo* out = algo.get();
   if (algos_.size() >= kMaxCachedShapes) algos_.clear();  // (no caller holds an Algo across calls)
@@ -229,7 +227,8 @@ Status GemmRunner::Describe(const BatchedProduct& p, Algo& algo) const {
   return Status::Ok();
 }
 
-Result<cublasLtMatmulAlgo_t> GemmRunner::Heuristic(const Algo& algo, const BatchedProduct& p, bool no_split_k) const {
+Result<std::vector<cublasLtMatmulAlgo_t>> GemmRunner::Heuristic(const Algo& algo, const BatchedProduct& p,
+                                                                 bool no_split_k) const {
   const LtApi* api = algo.api;
   cublasLtMatmulPreference_t pref = nullptr;
   GK_RETURN_IF_ERROR(LtCheck(api->pref_create(&pref), "cublasLtMatmulPreferenceCreate"));
@@ -259,6 +258,7 @@ Result<cublasLtMatmulAlgo_t> GemmRunner::Heuristic(const Algo& algo, const Batch
                                            algo.c, pref, no_split_k ? kCandidates : 1, results, &found);
   api->pref_destroy(pref);
   GK_RETURN_IF_ERROR(LtCheck(st, "cublasLtMatmulAlgoGetHeuristic"));
+  std::vector<cublasLtMatmulAlgo_t> out;
   for (int i = 0; i < found; ++i) {
     // The mask should leave none that split K; an algorithm that still says it does is passed over.
     int32_t splits = 1;
@@ -268,8 +268,9 @@ Result<cublasLtMatmulAlgo_t> GemmRunner::Heuristic(const Algo& algo, const Batch
         splits > 1) {
       continue;
     }
-    return results[i].algo;
+    out.push_back(results[i].algo);
   }
+  if (!out.empty()) return out;
   return Status::Error(StrCat("cuBLASLt has no algorithm for a ", DTypeName(p.dtype), " product of ", p.M, "x", p.K, " by ",
                               p.N, "x", p.K, " (batch ", p.batch, ")", no_split_k ? " that does not split K" : ""));
 }
@@ -282,10 +283,31 @@ Result<cublasLtMatmulAlgo_t> GemmRunner::PinnedAlgo(const BatchedProduct& p) {
   q.M = kPinnedRows;  // a fixed count, so that the choice does not depend on the first call's
   Algo shape;
   GK_RETURN_IF_ERROR(Describe(q, shape));
-  GK_ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t algo, Heuristic(shape, q, true));
-  if (pinned_.size() >= kMaxCachedShapes) pinned_.clear();
-  pinned_.emplace(key, algo);
-  return algo;
+  GK_ASSIGN_OR_RETURN(const std::vector<cublasLtMatmulAlgo_t> candidates, Heuristic(shape, q, true));
+  // The first that also runs a single row (a decode step at batch 1), the other end of serving.
+  BatchedProduct one = p;
+  one.M = 1;
+  Algo single;
+  GK_RETURN_IF_ERROR(Describe(one, single));
+  for (const cublasLtMatmulAlgo_t& algo : candidates) {
+    if (!CheckAlgo(single, algo).ok()) continue;
+    if (pinned_.size() >= kMaxCachedShapes) pinned_.clear();
+    pinned_.emplace(key, algo);
+    return algo;
+  }
+  return Status::Error(StrCat("batch-invariant products: none of cuBLASLt's ", candidates.size(), " algorithms for ", p.N, "x",
+                              p.K, " ", DTypeName(p.dtype), " weights without split-K runs both 1 and ", kPinnedRows, " rows"));
+}
+
+Status GemmRunner::CheckAlgo(const Algo& a, const cublasLtMatmulAlgo_t& algo) const {
+  cublasLtMatmulHeuristicResult_t checked{};
+  const cublasStatus_t st =
+      a.api->check(static_cast<cublasLtHandle_t>(handle_), a.desc, a.a, a.b, a.c, a.c, &algo, &checked);
+  GK_RETURN_IF_ERROR(LtCheck(st, "cublasLtMatmulAlgoCheck"));
+  if (checked.workspaceSize > kWorkspaceBytes) {
+    return Status::Error(StrCat("it needs ", checked.workspaceSize, " bytes of workspace, more than ", kWorkspaceBytes));
+  }
+  return Status::Ok();
 }
 
 Status GemmRunner::Matmul(const Algo& a, const BatchedProduct& p, float beta) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "kernels/cuda/bf16_staging.h"
 #include "kernels/cuda/cuda_memory.h"
@@ -115,9 +116,11 @@ class GemmRunner {
   Result<const Algo*> FindAlgo(const DeviceMatrix& w, int64_t T);
   // The product's descriptors (algorithm aside).
   Status Describe(const BatchedProduct& p, Algo& a) const;
-  // The heuristic's best algorithm for a's shape; no_split_k: only those that sum each element
-  // in one pass over K.
-  Result<cublasLtMatmulAlgo_t> Heuristic(const Algo& a, const BatchedProduct& p, bool no_split_k) const;
+  // The heuristic's algorithms for a's shape, best first: its best; or, with no_split_k, up to
+  // eight that sum each element in one pass over K.
+  Result<std::vector<cublasLtMatmulAlgo_t>> Heuristic(const Algo& a, const BatchedProduct& p, bool no_split_k) const;
+  // Whether `algo` runs a's shape with the runner's workspace (cublasLtMatmulAlgoCheck).
+  Status CheckAlgo(const Algo& a, const cublasLtMatmulAlgo_t& algo) const;
   // The batch-invariant algorithm of p's shape whatever p.M (set_batch_invariant).
   Result<cublasLtMatmulAlgo_t> PinnedAlgo(const BatchedProduct& p);
   Status Matmul(const Algo& a, const BatchedProduct& p, float beta);
