@@ -162,9 +162,8 @@ float Dot(const Operand& oa, int64_t i, const Operand& ob, int64_t j, int64_t k)
 // Dot summed as split-K sums it: each half of k on its own, then the halves added.
 float SplitDot(const Operand& oa, int64_t i, const Operand& ob, int64_t j, int64_t k) {
   const int64_t half = k / 2;
-  const size_t bytes_a = oa.type == CUDA_R_32F ? 4 : 2, bytes_b = ob.type == CUDA_R_32F ? 4 : 2;
-  const Operand ra{static_cast<const char*>(oa.base) + size_t(half) * bytes_a, oa.type, oa.ld};
-  const Operand rb{static_cast<const char*>(ob.base) + size_t(half) * bytes_b, ob.type, ob.ld};
+  const Operand ra{static_cast<const char*>(oa.base) + size_t(half) * Bytes(oa.type), oa.type, oa.ld};
+  const Operand rb{static_cast<const char*>(ob.base) + size_t(half) * Bytes(ob.type), ob.type, ob.ld};
   return Dot(oa, i, ob, j, half) + Dot(ra, i, rb, j, k - half);
 }
 
