@@ -159,6 +159,9 @@ float Dot(const Operand& oa, int64_t i, const Operand& ob, int64_t j, int64_t k)
   }
 }
 
+// The workspace a split-K product takes: both halves' sums of every element of C, in f32.
+uint64_t SplitKWorkspace(const Layout& c) { return 2 * c.rows * c.cols * uint64_t(c.batch) * sizeof(float); }
+
 // Dot summed as split-K sums it: each half of k on its own, then the halves added.
 float SplitDot(const Operand& oa, int64_t i, const Operand& ob, int64_t j, int64_t k) {
   const int64_t half = k / 2;
@@ -278,7 +281,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   const Pref& pref = *reinterpret_cast<const Pref*>(p);
   cublasLtMatmulHeuristicResult_t r{};
   AlgoBits bits{kMagic, {pref.align[0], pref.align[1], pref.align[2], pref.align[3]}, 1};
-  const uint64_t partials = 2 * m * n * lc.batch * sizeof(float);  // the halves' sums, in the compute type
+  const uint64_t partials = SplitKWorkspace(lc);
   if (n <= kSplitKRows && ka >= kSplitKMinK && (pref.reduction_mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) != 0 &&
       pref.max_workspace >= partials) {
     bits.splits = 2;
@@ -306,7 +309,7 @@ cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t, cublasLtMatmulDesc_t, c
   if (la.type != lb.type || lc.type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   *result = cublasLtMatmulHeuristicResult_t{};
   result->algo = *algo;
-  result->workspaceSize = bits.splits > 1 ? 2 * lc.rows * lc.cols * lc.batch * sizeof(float) : 0;
+  result->workspaceSize = bits.splits > 1 ? SplitKWorkspace(lc) : 0;
   result->state = CUBLAS_STATUS_SUCCESS;
   result->wavesCount = 1.f;
   return CUBLAS_STATUS_SUCCESS;

@@ -697,14 +697,11 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     }
   }
   if (short_rows > 0) {  // decode steps and short chunks
-    cuda::PagedAttentionArgs a;
+    cuda::PagedAttentionArgs a = DecodeAttention(l);  // T, heads, head dim and splits: as Reserve sized them
     a.q = q.data();
     a.out = att.data();
-    a.T = short_rows;
     a.rows = d_short_rows;
-    a.num_heads = int(N);
     a.kv_heads = int(K);
-    a.head_dim = int(H);
     a.scale = AttentionScale(c);
     a.window = window;
     a.tokens = tokens[g];
@@ -712,9 +709,6 @@ Status CudaModel::Impl::Layer(int l, int64_t T, PagedKvPool& pool, const cuda::P
     a.k_pool = pool.KData(source);
     a.v_pool = pool.VData(source);
     a.dtype = pool.dtype();
-    const cuda::PagedAttentionArgs split = DecodeAttention(l);
-    a.splits = split.splits;
-    a.split_positions = split.split_positions;
     if (attention_splits.size() < size_t(cuda::PagedAttentionWorkspaceFloats(a))) {
       return Status::Error("decode attention's workspace was not reserved");
     }
