@@ -1,7 +1,8 @@
 // The CUDA emulator's execution of one kernel launch: the blocks one after another, each
 // block's threads as fibers scheduled in thread order until they meet at a barrier. A thread
 // runs until it waits, so a missing __syncthreads shows as a thread reading what a later
-// thread has not yet written. A GPU runs a block's warps in no set order, so
+// thread has not yet written. (Until a block's first wait its threads are plain calls on one
+// stack, in the same order: RunThrough.) A GPU runs a block's warps in no set order, so
 // GK_CUDA_EMULATOR_ORDER=reverse (threads and blocks last to first) or =shuffle:SEED (a seeded
 // permutation of each block's threads, and of the blocks) shows the races the thread order
 // hides: a read of what an earlier thread wrote, a write over what a later one has yet to
@@ -46,7 +47,7 @@ struct Fiber {
   int linear = 0;
   int pos = 0;  // its place in the block's schedule (BlockRun::order)
   enum State { kReady, kWaitingBlock, kWaitingWarp, kDone } state = kReady;
-  void* sp = nullptr;
+  void* sp = nullptr;  // its saved context; none until it first runs as a fiber (ContextOf)
   unsigned whole_warp_shuffles = 0;  // this lane's, which every lane of its warp counts alike
 };
 
@@ -58,6 +59,8 @@ struct BlockRun {
   std::vector<Fiber> fibers;
   std::vector<int> order;  // the schedule: fibers[order[0]] runs first (Schedule)
   std::vector<Warp> warps;
+  std::vector<std::unique_ptr<FiberStack>>* stacks = nullptr;  // thread i's is [i]; RunThrough's the last
+  bool handed_off = false;  // a thread has waited: the block's threads not yet started start as fibers
   unsigned char* smem_ptr = nullptr;  // dynamic shared memory (a kernel may ask __align__(128))
   std::vector<const void*> fresh;     // the static shared variables this block has filled (FreshShared)
   size_t smem_bytes = 0;
@@ -143,6 +146,15 @@ BlockRun& Run() {
 
 Fiber& Me(BlockRun& b) { return b.fibers[size_t(b.current)]; }
 
+void FiberMain();
+
+// Thread j's context to switch to: made on its own stack the first time it runs as a fiber.
+void* ContextOf(BlockRun& b, int j) {
+  Fiber& f = b.fibers[size_t(j)];
+  if (f.sp == nullptr) f.sp = (*b.stacks)[size_t(j)]->Prepare(&FiberMain);
+  return f.sp;
+}
+
 // Saves the running fiber's context in *save and runs the next ready fiber in the schedule, or
 // returns to the scheduler when none follows (which starts the next pass from the first): the
 // scheduler's order, at one switch per hand-over instead of two.
@@ -154,14 +166,17 @@ void SwitchFrom(BlockRun& b, void** save) {
     if (next.state != Fiber::kReady) continue;
     b.current = j;
     tls_coords = &next.coords;
-    gk_emu_switch(save, next.sp);
+    gk_emu_switch(save, ContextOf(b, j));
     return;
   }
   gk_emu_switch(save, b.scheduler_sp);
 }
 
 // The other threads run until this fiber is ready again.
-void Wait(BlockRun& b, Fiber& f) { SwitchFrom(b, &f.sp); }
+void Wait(BlockRun& b, Fiber& f) {
+  b.handed_off = true;
+  SwitchFrom(b, &f.sp);
+}
 
 void ReleaseBlockBarrier(BlockRun& b) {
   b.arrived = 0;
@@ -180,12 +195,9 @@ void ReleaseWarpBarrier(BlockRun& b, int warp) {
   }
 }
 
-// The fiber's body: the kernel, then the exit, which may complete a barrier the others wait at
-// (an exited thread counts as arrived at __syncthreads, as on the GPU).
-void FiberMain() {
-  BlockRun& b = *tls_run;
-  b.entry(b.closure);
-  Fiber& f = Me(b);
+// A thread's exit, which may complete a barrier the others wait at (an exited thread counts as
+// arrived at __syncthreads, as on the GPU).
+void Exit(BlockRun& b, Fiber& f) {
   f.state = Fiber::kDone;
   --b.live;
   Warp& w = b.warps[size_t(f.linear / 32)];
@@ -194,8 +206,41 @@ void FiberMain() {
     FailIn(b, "a lane exited while others of its warp wait for it at a warp barrier or shuffle");
   }
   if (b.arrived > 0 && b.arrived == b.live) ReleaseBlockBarrier(b);
+}
+
+// The fiber's body: the kernel, then the exit.
+void FiberMain() {
+  BlockRun& b = *tls_run;
+  b.entry(b.closure);
+  Fiber& f = Me(b);
+  Exit(b, f);
   SwitchFrom(b, &f.sp);
   std::abort();  // a finished fiber is never resumed
+}
+
+// A block's first pass: its threads in the schedule's order, each a plain call on this one
+// stack, as long as none waits. Most kernels' threads never do (no barrier, no shuffle), and a
+// call on a stack in the cache costs a fraction of a fiber each. The order is the fibers' (each
+// thread runs until it waits or exits, then the next ready one), so nothing a kernel can see
+// changes. A thread that waits keeps this stack as its fiber's (Wait saves its context) and
+// the threads after it start as fibers of their own (ContextOf); when it exits, it hands over
+// as a fiber does.
+void RunThrough() {
+  BlockRun& b = *tls_run;
+  for (const int j : b.order) {
+    b.current = j;
+    tls_coords = &b.fibers[size_t(j)].coords;
+    b.entry(b.closure);
+    Fiber& f = Me(b);  // (b.current is j again: whoever resumed it set it)
+    Exit(b, f);
+    if (b.handed_off) {
+      SwitchFrom(b, &f.sp);
+      std::abort();  // a finished fiber is never resumed
+    }
+  }
+  void* done = nullptr;
+  gk_emu_switch(&done, b.scheduler_sp);
+  std::abort();  // nor is a finished run-through
 }
 
 void WarpBarrier(BlockRun& b, Fiber& f, unsigned mask, const char* what) {
@@ -310,7 +355,8 @@ void ExecuteKernel(const KernelCall& k) {
   run.warps.resize(size_t((threads + 31) / 32));
   // Stacks outlive launches: mapping them costs more than most kernels.
   static thread_local std::vector<std::unique_ptr<FiberStack>> stacks;
-  while (stacks.size() < size_t(threads)) stacks.push_back(std::make_unique<FiberStack>(kStackBytes));
+  while (stacks.size() < size_t(threads) + 1) stacks.push_back(std::make_unique<FiberStack>(kStackBytes));
+  run.stacks = &stacks;
   // Dynamic shared memory, 1 KiB aligned, kept for the next launches (a fresh allocation per
   // launch costs page faults).
   static thread_local std::unique_ptr<unsigned char, FreeAligned> smem;
@@ -334,6 +380,7 @@ void ExecuteKernel(const KernelCall& k) {
     run.fresh.clear();
     run.live = threads;
     run.arrived = 0;
+    run.handed_off = false;
     for (Warp& w : run.warps) w.live = w.arrived = w.expected = 0, w.mask = 0;  // (the slots need no clearing)
     if (run.order.empty() || g_schedule.kind == Schedule::kShuffle) Arrange(run.order, threads, rng);
     for (int p = 0; p < threads; ++p) run.fibers[size_t(run.order[size_t(p)])].pos = p;
@@ -345,10 +392,12 @@ void ExecuteKernel(const KernelCall& k) {
       f.coords.block_idx = uint3{bx, by, bz};
       f.coords.block_dim = bd;
       f.coords.grid_dim = k.grid;
-      f.sp = stacks[size_t(i)]->Prepare(&FiberMain);
+      f.sp = nullptr;
       f.whole_warp_shuffles = 0;
       run.warps[size_t(i / 32)].live++;
     }
+    gk_emu_switch(&run.scheduler_sp, stacks[size_t(threads)]->Prepare(&RunThrough));
+    run.current = -1;
     while (run.live > 0) {
       // A pass: the first ready thread, which hands over to the next ready one when it waits
       // or exits (SwitchFrom), until the last hands back here.
@@ -358,7 +407,7 @@ void ExecuteKernel(const KernelCall& k) {
         const int first = run.order[size_t(p)];
         run.current = first;
         tls_coords = &run.fibers[size_t(first)].coords;
-        gk_emu_switch(&run.scheduler_sp, run.fibers[size_t(first)].sp);
+        gk_emu_switch(&run.scheduler_sp, ContextOf(run, first));
       }
       run.current = -1;
       if (p == threads) {
