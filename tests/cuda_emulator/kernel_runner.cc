@@ -60,7 +60,6 @@ struct BlockRun {
   std::vector<int> order;  // the schedule: fibers[order[0]] runs first (Schedule)
   std::vector<Warp> warps;
   std::vector<std::unique_ptr<FiberStack>>* stacks = nullptr;  // thread i's is [i]; RunThrough's the last
-  bool handed_off = false;  // a thread has waited: the block's threads not yet started start as fibers
   unsigned char* smem_ptr = nullptr;  // dynamic shared memory (a kernel may ask __align__(128))
   std::vector<const void*> fresh;     // the static shared variables this block has filled (FreshShared)
   size_t smem_bytes = 0;
@@ -173,10 +172,7 @@ void SwitchFrom(BlockRun& b, void** save) {
 }
 
 // The other threads run until this fiber is ready again.
-void Wait(BlockRun& b, Fiber& f) {
-  b.handed_off = true;
-  SwitchFrom(b, &f.sp);
-}
+void Wait(BlockRun& b, Fiber& f) { SwitchFrom(b, &f.sp); }
 
 void ReleaseBlockBarrier(BlockRun& b) {
   b.arrived = 0;
@@ -233,7 +229,8 @@ void RunThrough() {
     b.entry(b.closure);
     Fiber& f = Me(b);  // (b.current is j again: whoever resumed it set it)
     Exit(b, f);
-    if (b.handed_off) {
+    // It waited (Wait saved its context): the threads after it run as fibers, so hand over.
+    if (f.sp != nullptr) {
       SwitchFrom(b, &f.sp);
       std::abort();  // a finished fiber is never resumed
     }
@@ -380,7 +377,6 @@ void ExecuteKernel(const KernelCall& k) {
     run.fresh.clear();
     run.live = threads;
     run.arrived = 0;
-    run.handed_off = false;
     for (Warp& w : run.warps) w.live = w.arrived = w.expected = 0, w.mask = 0;  // (the slots need no clearing)
     if (run.order.empty() || g_schedule.kind == Schedule::kShuffle) Arrange(run.order, threads, rng);
     for (int p = 0; p < threads; ++p) run.fibers[size_t(run.order[size_t(p)])].pos = p;
