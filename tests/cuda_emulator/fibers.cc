@@ -36,7 +36,15 @@ gk_emu_switch:
 
 namespace gk_emu {
 
-FiberStack::FiberStack(size_t bytes) : bytes_(bytes) {
+// Stacks of equal size mapped one after another would have their tops, where a thread's frames
+// live, at the same address modulo the stack size, so in the same sets of every cache level:
+// a block's threads, run in turn, would evict one another's frames at every switch. Each top
+// sits a different number of cache lines (17 per index, coprime to 1,024) below the stack's
+// end, within 64 KiB.
+constexpr size_t kStagger = size_t(64) << 10;
+
+FiberStack::FiberStack(size_t bytes, size_t index)
+    : bytes_(bytes + kStagger), top_offset_(index * 17 % 1024 * 64) {
   // Untouched pages cost nothing; a guard page below catches an overflow.
   base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base_ == MAP_FAILED) {
@@ -52,7 +60,7 @@ void* FiberStack::Prepare(void (*entry)()) {
   // From the 16-byte-aligned top: a fake return address (entry never returns), entry's address
   // for gk_emu_switch's `ret`, and six zero registers. After the `ret`, rsp is 8 mod 16, as at
   // any function's entry.
-  auto* top = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(base_) + bytes_) & ~uintptr_t(15));
+  auto* top = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(base_) + bytes_ - top_offset_) & ~uintptr_t(15));
   top[-1] = 0;
   top[-2] = reinterpret_cast<uint64_t>(entry);
   for (int i = 3; i <= 8; ++i) top[-i] = 0;

@@ -10,7 +10,8 @@ namespace gk_emu {
 
 class FiberStack {
  public:
-  explicit FiberStack(size_t bytes);
+  // `index`: the stack's place among its OS thread's, which staggers its top (fibers.cc says why).
+  FiberStack(size_t bytes, size_t index);
   ~FiberStack();
   FiberStack(const FiberStack&) = delete;
   FiberStack& operator=(const FiberStack&) = delete;
@@ -20,6 +21,7 @@ class FiberStack {
  private:
   void* base_ = nullptr;
   size_t bytes_ = 0;
+  size_t top_offset_ = 0;
 };
 
 // Saves the running context's stack pointer in *save and continues the one at `load`.

@@ -352,7 +352,9 @@ void ExecuteKernel(const KernelCall& k) {
   run.warps.resize(size_t((threads + 31) / 32));
   // Stacks outlive launches: mapping them costs more than most kernels.
   static thread_local std::vector<std::unique_ptr<FiberStack>> stacks;
-  while (stacks.size() < size_t(threads) + 1) stacks.push_back(std::make_unique<FiberStack>(kStackBytes));
+  while (stacks.size() < size_t(threads) + 1) {
+    stacks.push_back(std::make_unique<FiberStack>(kStackBytes, stacks.size()));
+  }
   run.stacks = &stacks;
   // Dynamic shared memory, 1 KiB aligned, kept for the next launches (a fresh allocation per
   // launch costs page faults).
@@ -364,6 +366,14 @@ void ExecuteKernel(const KernelCall& k) {
     smem_capacity = run.smem_bytes;
   }
   run.smem_ptr = smem.get();
+  // What no block changes (the per-thread divisions cost more than a small kernel's body).
+  for (int i = 0; i < threads; ++i) {
+    Fiber& f = run.fibers[size_t(i)];
+    f.linear = i;
+    f.coords.thread_idx = uint3{unsigned(i) % bd.x, (unsigned(i) / bd.x) % bd.y, unsigned(i) / (bd.x * bd.y)};
+    f.coords.block_dim = bd;
+    f.coords.grid_dim = k.grid;
+  }
   // The blocks in the schedule's order.
   std::mt19937_64 rng(g_schedule.seed * 0x9E3779B97F4A7C15ull + g_launches++);
   std::vector<int64_t> block_order;
@@ -377,20 +387,21 @@ void ExecuteKernel(const KernelCall& k) {
     run.fresh.clear();
     run.live = threads;
     run.arrived = 0;
-    for (Warp& w : run.warps) w.live = w.arrived = w.expected = 0, w.mask = 0;  // (the slots need no clearing)
-    if (run.order.empty() || g_schedule.kind == Schedule::kShuffle) Arrange(run.order, threads, rng);
-    for (int p = 0; p < threads; ++p) run.fibers[size_t(run.order[size_t(p)])].pos = p;
-    for (int i = 0; i < threads; ++i) {
-      Fiber& f = run.fibers[size_t(i)];
-      f.linear = i;
+    for (size_t w = 0; w < run.warps.size(); ++w) {  // (the slots need no clearing)
+      Warp& warp = run.warps[w];
+      warp.live = std::min(32, threads - int(w) * 32);
+      warp.arrived = warp.expected = 0;
+      warp.mask = 0;
+    }
+    if (run.order.empty() || g_schedule.kind == Schedule::kShuffle) {
+      Arrange(run.order, threads, rng);
+      for (int p = 0; p < threads; ++p) run.fibers[size_t(run.order[size_t(p)])].pos = p;
+    }
+    for (Fiber& f : run.fibers) {
       f.state = Fiber::kReady;
-      f.coords.thread_idx = uint3{unsigned(i) % bd.x, (unsigned(i) / bd.x) % bd.y, unsigned(i) / (bd.x * bd.y)};
       f.coords.block_idx = uint3{bx, by, bz};
-      f.coords.block_dim = bd;
-      f.coords.grid_dim = k.grid;
       f.sp = nullptr;
       f.whole_warp_shuffles = 0;
-      run.warps[size_t(i / 32)].live++;
     }
     gk_emu_switch(&run.scheduler_sp, stacks[size_t(threads)]->Prepare(&RunThrough));
     run.current = -1;
