@@ -43,8 +43,7 @@ namespace gk_emu {
 // end, within 64 KiB.
 constexpr size_t kStagger = size_t(64) << 10;
 
-FiberStack::FiberStack(size_t bytes, size_t index)
-    : bytes_(bytes + kStagger), top_offset_(index * 17 % 1024 * 64) {
+FiberStack::FiberStack(size_t bytes, size_t index) : bytes_(bytes + kStagger) {
   // Untouched pages cost nothing; a guard page below catches an overflow.
   base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base_ == MAP_FAILED) {
@@ -52,15 +51,17 @@ FiberStack::FiberStack(size_t bytes, size_t index)
     std::abort();
   }
   mprotect(base_, 4096, PROT_NONE);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(base_) + bytes_;
+  top_ = reinterpret_cast<uint64_t*>((end - index * 17 % 1024 * 64) & ~uintptr_t(15));
 }
 
 FiberStack::~FiberStack() { munmap(base_, bytes_); }
 
 void* FiberStack::Prepare(void (*entry)()) {
-  // From the 16-byte-aligned top: a fake return address (entry never returns), entry's address
+  // From the (16-byte-aligned) top: a fake return address (entry never returns), entry's address
   // for gk_emu_switch's `ret`, and six zero registers. After the `ret`, rsp is 8 mod 16, as at
   // any function's entry.
-  auto* top = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(base_) + bytes_ - top_offset_) & ~uintptr_t(15));
+  uint64_t* top = top_;
   top[-1] = 0;
   top[-2] = reinterpret_cast<uint64_t>(entry);
   for (int i = 3; i <= 8; ++i) top[-i] = 0;

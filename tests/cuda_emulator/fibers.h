@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace gk_emu {
 
@@ -21,7 +22,7 @@ class FiberStack {
  private:
   void* base_ = nullptr;
   size_t bytes_ = 0;
-  size_t top_offset_ = 0;
+  uint64_t* top_ = nullptr;  // 16-byte aligned, staggered (fibers.cc)
 };
 
 // Saves the running context's stack pointer in *save and continues the one at `load`.
