@@ -47,7 +47,7 @@ GgufTensorSpec Spec(std::string name, GgmlType type, std::vector<int64_t> ne, st
   GgufTensorSpec t{std::move(name), type, std::move(ne), nullptr};
   t.fill = [data](uint8_t* dst, size_t n) {
     if (n != data.size()) return Status::Error(StrCat("fill asked for ", n, " bytes, has ", data.size()));
-    std::memcpy(dst, data.data(), n);
+    if (n > 0) std::memcpy(dst, data.data(), n);  // (an empty vector's data() may be null)
     return Status::Ok();
   };
   return t;

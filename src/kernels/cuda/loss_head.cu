@@ -75,7 +75,8 @@ Result<LossHeadResult> LossHead::Run(const LossHeadArgs& a, GemmRunner& gemm, cu
     return Status::Error(StrCat("the loss head takes a bf16 or f32 embedding, not ", DTypeName(a.embed.dtype)));
   }
   const int64_t VC = a.chunk_rows > 0 ? std::min(a.chunk_rows, V)
-                                      : std::clamp<int64_t>((int64_t(256) << 20) / 4 / R, 256, std::max<int64_t>(V, 1));
+                                      : std::min<int64_t>(std::max<int64_t>((int64_t(256) << 20) / 4 / R, 256),
+                                                          std::max<int64_t>(V, 1));  // (V may be under 256)
   if (z_.size() < size_t(R * VC)) {
     GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the loss head on the GPU"));
     z_ = DeviceBuffer<float>();

@@ -5,6 +5,7 @@
 // FullFineTuneParameters must equal the elements FullParams trains.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "model/train/full_params.h"
@@ -101,6 +102,20 @@ TEST(TrainingMemory, LoraParametersAreTheAdaptersAndTheGpuEstimateAddsUp) {
     EXPECT_DOUBLE_EQ(f32.total - g.total, 2.0 * double(c.ParameterCount())) << preset;
     EXPECT_EQ(f32.items[0].what, "base weights (f32)");
   }
+}
+
+// The loss head's chunk is 256 rows at least and the whole vocabulary at most, also where the
+// vocabulary has fewer than 256 rows. That case was a std::clamp with crossed bounds: undefined
+// behaviour, which libstdc++'s assertions stop (scripts/sanitize.sh) and libc++ answers with 256.
+TEST(TrainingMemory, TheLossHeadsChunkIsNeverWiderThanTheVocabulary) {
+  ModelConfig c = ToyConfig("tiny", 5);
+  c.vocab_size = 100;
+  const int64_t T = 400000;  // long enough that the 256 MiB budget allows under 256 rows
+  const GpuLoraMemory g = EstimateGpuLoraTraining(c, {.tokens = T, .rank = 6});
+  const auto head = std::find_if(g.items.begin(), g.items.end(),
+                                 [](const MemoryItem& i) { return i.what == "loss head (f32)"; });
+  ASSERT_NE(head, g.items.end());
+  EXPECT_DOUBLE_EQ(head->bytes, 4.0 * 100 * T + 5.0 * 4 * T);
 }
 
 }  // namespace

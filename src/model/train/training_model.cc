@@ -291,7 +291,9 @@ void TrainingModel::LossHead(const float* x_final, float loss_scale, bool backwa
   // Chunk of the vocabulary: its widened embedding rows and its R × VC logits ~ 16 MiB each.
   // Under tensor parallelism only this rank's rows [v_begin, v_begin + Vl) of the vocabulary.
   const int64_t Vl = vocab_.rows, v_begin = vocab_.begin;
-  const int64_t VC = std::clamp<int64_t>((int64_t(4) << 20) / std::max(R, D), 256, std::max<int64_t>(Vl, 1));
+  // At least 256 rows, at most Vl, which may be fewer (a rank's shard of a small vocabulary;
+  // std::clamp with its bounds crossed is undefined: scripts/sanitize.sh stopped there).
+  const int64_t VC = std::min<int64_t>(std::max<int64_t>((int64_t(4) << 20) / std::max(R, D), 256), std::max<int64_t>(Vl, 1));
   // bf16 precision reads the chunk's rows of the bf16 table in place (kernels/gemm_bf16.h);
   // f32 widens them into e_chunk.
   const bool bf16_head = Bf16Products(weights_.embed);
