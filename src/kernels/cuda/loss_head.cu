@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/loss_head_chunk.h"
 #include "kernels/cuda/row_ops.h"
 #include "kernels/cuda/train_ops.h"
 
@@ -74,9 +75,7 @@ Result<LossHeadResult> LossHead::Run(const LossHeadArgs& a, GemmRunner& gemm, cu
   if (a.embed.dtype != DType::kF32 && a.embed.dtype != DType::kBF16) {
     return Status::Error(StrCat("the loss head takes a bf16 or f32 embedding, not ", DTypeName(a.embed.dtype)));
   }
-  const int64_t VC = a.chunk_rows > 0 ? std::min(a.chunk_rows, V)
-                                      : std::min<int64_t>(std::max<int64_t>((int64_t(256) << 20) / 4 / R, 256),
-                                                          std::max<int64_t>(V, 1));  // (V may be under 256)
+  const int64_t VC = a.chunk_rows > 0 ? std::min(a.chunk_rows, V) : LossHeadChunkRows(R, V);
   if (z_.size() < size_t(R * VC)) {
     GK_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "the loss head on the GPU"));
     z_ = DeviceBuffer<float>();

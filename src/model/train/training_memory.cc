@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/attention_train_workspace.h"
+#include "kernels/loss_head_chunk.h"
 #include "util/result.h"
 
 namespace gk {
@@ -139,8 +140,7 @@ GpuLoraMemory EstimateGpuLoraTraining(const ModelConfig& c, const GpuLoraRun& ru
                                         TrainAttentionBackwardExtraBytes(c.num_heads, c.KvHeads(l), c.HeadDim(l), tokens));
   }
   m.items.push_back({"attention workspace", double(attention), "one tile of 256 queries' scores, dK and dV"});
-  const double head_rows =  // (at least 256 rows, at most the vocabulary, which may be fewer)
-      std::min(std::max(double(256 << 20) / 4 / std::max(T, 1.0), 256.0), double(c.vocab_size));
+  const double head_rows = double(LossHeadChunkRows(tokens, c.vocab_size));
   m.items.push_back({"loss head (f32)", 4 * head_rows * T + 5 * 4 * T, "one vocabulary chunk of logits"});
   int64_t widest = c.hidden_size;  // the widest product input: the MLP's, or the attention's output
   for (int l = 0; l < c.num_layers; ++l) {

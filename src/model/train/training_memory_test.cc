@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <random>
 
+#include "kernels/loss_head_chunk.h"
 #include "model/train/full_params.h"
 #include "model/train/lora.h"
 #include "model/train/training_model.h"
@@ -116,6 +117,15 @@ TEST(TrainingMemory, TheLossHeadsChunkIsNeverWiderThanTheVocabulary) {
                                  [](const MemoryItem& i) { return i.what == "loss head (f32)"; });
   ASSERT_NE(head, g.items.end());
   EXPECT_DOUBLE_EQ(head->bytes, 4.0 * 100 * T + 5.0 * 4 * T);
+}
+
+// The one rule the GPU loss head allocates by and plan counts by (kernels/loss_head_chunk.h).
+TEST(TrainingMemory, TheLossHeadsChunkHoldsAQuarterGibibyteOfLogits) {
+  EXPECT_EQ(LossHeadChunkRows(1, 262144), 262144);           // one row: the whole vocabulary
+  EXPECT_EQ(LossHeadChunkRows(8 * 3072, 262144), 2730);      // 2730 × 24,576 × 4 B ≤ 256 MiB
+  EXPECT_EQ(LossHeadChunkRows(int64_t(1) << 30, 262144), 256);  // never narrower than 256 rows
+  EXPECT_EQ(LossHeadChunkRows(int64_t(1) << 30, 100), 100);     // nor wider than the vocabulary
+  EXPECT_EQ(LossHeadChunkRows(0, 0), 1);
 }
 
 }  // namespace
