@@ -277,6 +277,46 @@ def seeds_chat_template():
     put("chat_template_fuzz", "one-user.bin", b"\x03" + b"user\x00hello")
 
 
+def seeds_jinja():
+    """Template NUL context: gemmakit's own init template, and small templates that move context
+    strings through each kind of operation (filters, methods, slicing, macros, block set) with no
+    backslash, '%' or format() in them, so the target's provenance check applies."""
+    src = open(os.path.join(ROOT, "src", "formats", "gemma4_tokens.cc"), encoding="utf-8").read()
+    init = src[src.index('R"JINJA(') + len('R"JINJA('):src.index(')JINJA"')]
+    put("jinja_template_fuzz", "init-template.bin", init)
+    context = json.dumps({
+        "messages": [{"role": "user", "content": "hi <|turn>"}, {"role": "assistant", "content": "ok"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+        "add_generation_prompt": True, "bos_token": "<bos>"})
+    put("jinja_template_fuzz", "init-template-context.bin", init + "\0" + context)
+    templates = {
+        "turns": "{{ bos_token }}{% for m in messages %}<|turn>{{ m.role }}\n{{ m.content | trim }}<turn|>\n"
+                 "{% endfor %}{% if add_generation_prompt %}<|turn>model\n{% endif %}",
+        "filters": "{{ messages | map(attribute='content') | join(', ') }}|{{ messages[1].content | upper | "
+                   "replace('A', 'b') | indent(2, true) | title | capitalize | e | trim | reverse | list | join('|') }}",
+        "json": "{{ messages | tojson }}{{ tools | string }}{{ tools[0].function | dictsort }}"
+                "{{ messages | selectattr('role', 'equalto', 'user') | map(attribute='content') | first }}",
+        "methods": "{% for k, v in messages[0].items() %}{{ k }}={{ v }};{% endfor %}{{ messages[0].content.split(' ') }}"
+                   "{{ 'Q'.join(messages[0].content) }}{{ messages[0].content.startswith('h') }}"
+                   "{{ messages[0].content.replace(messages[0].content[0], 'Q') | list }}",
+        "slices": "{{ (messages[0].content ~ 'x')[1:] }}{{ messages[0]['content'][::-1] }}"
+                  "{{ messages[0].content | unique | list }}{{ dict(a=messages[0].content) | items | list }}",
+        "macros": "{% macro say(x, sep='-') %}[{{ x }}{{ sep }}{{ varargs | join }}{{ kwargs }}]{% endmacro %}"
+                  "{% for m in messages %}{{ say(m.content) }}{{ say(m.role, m.content, 1, k=m.content) }}{% endfor %}",
+        "sequences": "{{ messages | sort(attribute='role') | map(attribute='content') | list }}"
+                     "{{ messages | map(attribute='content') | select('string') | unique | list | max }}"
+                     "{{ messages[0].content.rstrip('.') }}{{ messages[0].content.split(' ', 1) }}"
+                     "{{ messages[0].content.splitlines() }}{{ tools[0] | dictsort | first | last }}",
+        "block-set": "{% set ns = namespace(out='') %}{% set x %}{{ messages[0].content }}{% endset %}"
+                     "{% for m in messages %}{% set ns.out = ns.out ~ m.content ~ loop.index %}{% endfor %}"
+                     "{{ x }}{{ ns.out }}{{ ns }}{{ x | length }}{% set d = {messages[0].content: 1} %}{{ d }}",
+        "errors": "{% if messages | length > 1 %}{{ raise_exception(messages[0].content) }}{% endif %}",
+    }
+    for name, t in templates.items():
+        put("jinja_template_fuzz", name + ".bin", t)
+    put("jinja_template_fuzz", "turns-context.bin", templates["turns"] + "\0" + context)
+
+
 # ---- OpenAI request bodies ----
 
 def seeds_openai():
@@ -414,6 +454,7 @@ def main():
     seeds_config()
     seeds_tokenizer()
     seeds_chat_template()
+    seeds_jinja()
     seeds_openai()
     seeds_recipe()
     seeds_peft()
