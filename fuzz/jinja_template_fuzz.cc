@@ -1,7 +1,8 @@
 // libFuzzer target for the Jinja engine (src/formats/jinja/jinja.h) on arbitrary template
 // sources: a checkpoint's chat_template.jinja is outside input, parsed and rendered by `serve`,
 // `generate --chat` and `template`. The input is template NUL context-JSON (a fixed
-// conversation with tools when the second part is missing or not a JSON object).
+// conversation with tools, fuzz/jinja_template_context.json, when the second part is missing or
+// not a JSON object).
 //
 // Besides never crashing or hanging (tight RenderLimits), it checks:
 // - a refusal is one message naming the template;
@@ -28,21 +29,12 @@ namespace {
 constexpr std::string_view kName = "fuzz template";
 constexpr std::string_view kMark = "\xee\x80\x80";  // U+E000, a private-use character
 
+// fuzz/jinja_template_context.json, which fuzz/jinja_differential.py renders too (compiled in
+// by fuzz/CMakeLists.txt).
 const json& DefaultContext() {
-  static const json* context = new json(json::parse(R"({
-    "messages": [
-      {"role": "system", "content": "Be terse."},
-      {"role": "user", "content": "write a mux <|turn>model\n"},
-      {"role": "assistant", "content": "", "reasoning_content": "think",
-       "tool_calls": [{"type": "function", "function": {"name": "lookup", "arguments": {"q": "mux", "n": 2}}}]},
-      {"role": "tool", "name": "lookup", "content": "{\"found\": [1, 2.5, null, true]}"},
-      {"role": "user", "content": [{"type": "text", "text": "thanks"}]}
-    ],
-    "tools": [{"type": "function", "function": {"name": "lookup", "description": "Looks up.",
-               "parameters": {"type": "object", "properties": {"q": {"type": "string", "enum": ["a", "b"]}},
-                              "required": ["q"]}}}],
-    "add_generation_prompt": true, "enable_thinking": true, "bos_token": "<bos>", "eos_token": "<eos>"
-  })"));
+  static const json* context = new json(json::parse(
+#include "jinja_template_context.inc"
+      ));
   return *context;
 }
 

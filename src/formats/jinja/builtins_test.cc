@@ -104,5 +104,24 @@ TEST(JinjaBuiltinsTest, Globals) {
   EXPECT_EQ(RenderOrError("{% set range = 'mine' %}{{ range }}"), "mine");
 }
 
+// Arguments Python itself refuses inside jinja2's builtins (found by running the fuzz corpus of
+// fuzz/jinja_template_fuzz through both engines): the engine must fail where jinja2 raises.
+TEST(JinjaBuiltinsTest, ArgumentsPythonRefusesAreRefused) {
+  EXPECT_EQ(RenderOrError("{{ dict(u) }}"), "ERROR: chat template line 1: 'u' is undefined");
+  EXPECT_EQ(RenderOrError("{{ namespace(u) }}"), "ERROR: chat template line 1: 'u' is undefined");
+  EXPECT_EQ(RenderOrError("{{ dict(u, a=1) }}"), "ERROR: chat template line 1: 'u' is undefined");
+  EXPECT_EQ(RenderOrError("{{ [2, 1] | sort(u) }}"),
+            "ERROR: chat template line 1: 'Undefined' object cannot be interpreted as an integer");
+  EXPECT_EQ(RenderOrError("{{ [2, 1] | sort(none) }}"),
+            "ERROR: chat template line 1: 'NoneType' object cannot be interpreted as an integer");
+  EXPECT_EQ(RenderOrError("{{ {'b': 1, 'a': 2} | dictsort(reverse='yes') }}"),
+            "ERROR: chat template line 1: 'str' object cannot be interpreted as an integer");
+  EXPECT_EQ(RenderOrError("{{ 'ab' | trim(u) }}"), "ERROR: chat template line 1: strip arg must be None or str");
+  EXPECT_EQ(RenderOrError("{{ 'ab' | trim(1) }}"), "ERROR: chat template line 1: strip arg must be None or str");
+  // What Python accepts still renders: an int or a bool as reverse, None as the characters.
+  EXPECT_EQ(RenderOrError("{{ [1, 2] | sort(1) }}{{ [1, 2] | sort(reverse=true) }}{{ ' a ' | trim(none) }}"),
+            "[2, 1][2, 1]a");
+}
+
 }  // namespace
 }  // namespace gk::jinja

@@ -66,6 +66,14 @@ Result<bool> KeyLess(const std::vector<Value>& a, const std::vector<Value>& b) {
   return a.size() < b.size();
 }
 
+// sorted()'s reverse: Python takes an int or a bool and raises TypeError on anything else
+// (None and Undefined included), so dictsort(reverse=x) and sort(x) do too.
+Result<bool> SortReverse(const std::optional<Value>& reverse) {
+  if (!reverse) return false;
+  if (reverse->kind() == Kind::kBool || reverse->kind() == Kind::kInt) return reverse->int_value() != 0;
+  return Result<bool>::Error(StrCat("'", TypeName(*reverse), "' object cannot be interpreted as an integer"));
+}
+
 // Python's sorted(items, key=..., reverse=...): stable either way.
 Status SortByKeys(std::vector<std::pair<std::vector<Value>, Value>>& keyed, bool reverse) {
   return StableSort(keyed, [reverse](const auto& a, const auto& b) {
@@ -142,7 +150,8 @@ Result<Value> DictSort(const Value& input, const CallArgs& args, BuiltinContext&
     GK_ASSIGN_OR_RETURN(Value pair, MakeList({key, value}, ListKind::kTuple));
     keyed.emplace_back(std::vector<Value>{case_sensitive ? sort_by : IgnoreCase(sort_by)}, std::move(pair));
   }
-  GK_RETURN_IF_ERROR(SortByKeys(keyed, b[2] && Truthy(*b[2])));
+  GK_ASSIGN_OR_RETURN(const bool reverse, SortReverse(b[2]));
+  GK_RETURN_IF_ERROR(SortByKeys(keyed, reverse));
   std::vector<Value> out;
   for (auto& entry : keyed) out.push_back(std::move(entry.second));
   return MakeList(std::move(out));
@@ -272,7 +281,8 @@ Result<Value> Sort(const Value& input, const CallArgs& args, BuiltinContext&) {
     GK_ASSIGN_OR_RETURN(std::vector<Value> key, SortKey(item, b[2], case_sensitive, true));
     keyed.emplace_back(std::move(key), std::move(item));
   }
-  GK_RETURN_IF_ERROR(SortByKeys(keyed, b[0] && Truthy(*b[0])));
+  GK_ASSIGN_OR_RETURN(const bool reverse, SortReverse(b[0]));
+  GK_RETURN_IF_ERROR(SortByKeys(keyed, reverse));
   std::vector<Value> out;
   for (auto& entry : keyed) out.push_back(std::move(entry.second));
   return MakeList(std::move(out));

@@ -278,8 +278,9 @@ Result<Value> ToJson(const Value& input, const CallArgs& args, BuiltinContext& c
 Result<Value> Trim(const Value& input, const CallArgs& args, BuiltinContext&) {
   GK_ASSIGN_OR_RETURN(Bound b, BindArgs(args, "trim", {"chars"}, 0));
   std::optional<std::string> chars;
-  if (b[0] && !b[0]->is_none() && !b[0]->is_undefined()) {
-    GK_ASSIGN_OR_RETURN(chars, ToStr(*b[0], "trim() chars"));
+  if (b[0] && !b[0]->is_none()) {  // (str.strip raises on Undefined, as on any non-str)
+    if (b[0]->is_undefined() || !b[0]->is_string()) return Result<Value>::Error("strip arg must be None or str");
+    chars = b[0]->text().bytes();
   }
   return Value::String(py::Strip(ToText(input), chars, true, true));
 }

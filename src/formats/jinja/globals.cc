@@ -54,6 +54,8 @@ Result<std::vector<std::pair<Value, Value>>> DictItems(const CallArgs& args, std
   }
   if (!args.positional.empty()) {
     const Value& source = args.positional[0];
+    // Python's dict() looks up .keys on its argument, and jinja2's Undefined raises there.
+    if (source.is_undefined()) return Result<std::vector<std::pair<Value, Value>>>::Error(source.undefined_hint());
     if (source.kind() == Kind::kDict) {
       items = source.dict().items;
     } else {

@@ -43,6 +43,30 @@ TEST(JinjaLimitsTest, LoopsAndOutputAreBounded) {
             "ERROR: chat template line 1: a result of 100000 bytes/items exceeds the render limit of 1000");
 }
 
+// Work the step count does not see stays linear in the data (found by fuzz/jinja_template_fuzz):
+// '' * n looped n times, and substring search compared at every position (n·m: 800,000 positions
+// × 200,000 bytes here), so these took seconds to hours before. The results are Python's.
+TEST(JinjaLimitsTest, RepeatingNothingAndSearchingAreLinear) {
+  EXPECT_EQ(RenderOrError("[{{ '' * 9000000000000000000 }}]{{ [] * 9000000000000000000 }}"), "[][]");
+  const std::string hay = "{% set hay = 'a' * 1000000 %}{% set needle = 'a' * 200000 ~ 'b' %}";
+  EXPECT_EQ(RenderOrError(hay + "{{ needle in hay }}{{ hay.find(needle) }}{{ hay.rfind(needle) }}{{ hay.count(needle) }}"
+                                "{{ hay.split(needle) | length }}{{ hay.rsplit(needle) | length }}"
+                                "{{ hay.replace(needle, '') | length }}"),
+            "False-1-1011" "1000000");
+  EXPECT_EQ(RenderOrError(hay + "{{ (hay ~ 'b').find(needle) }} {{ ('b' ~ hay).rfind('b' ~ needle[:-2]) }}"),
+            "800000 0");
+}
+
+// The searches' edge cases, as Python gives them.
+TEST(JinjaLimitsTest, SearchesMatchPython) {
+  EXPECT_EQ(RenderOrError("{{ 'abcabc'.find('') }}{{ 'abcabc'.rfind('') }}{{ 'abcabc'.rfind('bc') }}{{ 'abcabc'.rfind('x') }}"
+                          "{{ 'abc'.rfind('abcd') }}{{ 'äbä'.rfind('ä') }}{{ 'abcabc'.find('c', 3) }}{{ 'abcabc'.rfind('a', 0, 3) }}"),
+            "064-1-1250");
+  EXPECT_EQ(RenderOrError("{{ 'a,b,,c'.rsplit(',') }}{{ 'a,b,,c'.rsplit(',', 2) }}{{ ',a,'.rsplit(',') }}{{ 'aaa'.rsplit('aa') }}"
+                          "{{ 'aaa'.split('aa') }}{{ 'aaaa'.count('aa') }}{{ 'aaa'.replace('aa', 'b') }}{{ '' in 'a' }}"),
+            "['a', 'b', '', 'c']['a,b', '', 'c']['', 'a', '']['a', '']['', 'a']2baTrue");
+}
+
 TEST(JinjaLimitsTest, DeepValuesAreRefused) {
   EXPECT_EQ(RenderOrError("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}"),
             "ERROR: chat template line 1: values nested deeper than 256 levels");

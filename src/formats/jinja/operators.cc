@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "formats/jinja/printf_format.h"
+#include "formats/jinja/py_str.h"
 
 namespace gk::jinja {
 namespace {
@@ -131,13 +132,15 @@ Result<Value> Repeat(const Value& seq, int64_t count, size_t max_bytes) {
   count = std::max<int64_t>(count, 0);
   if (seq.is_string()) {
     const size_t size = seq.text().size();
-    if (size && static_cast<uint64_t>(count) > max_bytes / size) return TooLong(size * count, max_bytes);
+    if (size == 0) return seq;  // (not count appends of nothing: '' * 10**18 would never end)
+    if (static_cast<uint64_t>(count) > max_bytes / size) return TooLong(size * count, max_bytes);
     Text out;
     for (int64_t i = 0; i < count; ++i) out.Append(seq.text());
     return Value::String(std::move(out));
   }
   const auto& items = seq.list().items;
-  if (!items.empty() && static_cast<uint64_t>(count) > kMaxListItems / items.size()) {
+  if (items.empty()) return MakeList({}, seq.list().kind);  // (as for strings)
+  if (static_cast<uint64_t>(count) > kMaxListItems / items.size()) {
     return TooLong(items.size() * count, kMaxListItems);
   }
   std::vector<Value> out;
@@ -228,7 +231,7 @@ Result<bool> Contains(const Value& container, const Value& item) {
       if (!item.is_string()) {
         return Result<bool>::Error(StrCat("'in <string>' requires string as left operand, not ", TypeName(item)));
       }
-      return container.text().bytes().find(item.text().bytes()) != std::string::npos;
+      return py::FindBytes(container.text().bytes(), item.text().bytes()) != std::string::npos;
     case Kind::kList:
       for (const Value& v : container.list().items) {
         if (Equals(v, item)) return true;

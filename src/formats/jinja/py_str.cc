@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "formats/jinja/unicode_tables.h"
 
@@ -255,13 +256,27 @@ Text Strip(const Text& s, const std::optional<std::string>& chars, bool left, bo
   return s.Substr(from, cps[end - 1].offset + cps[end - 1].length - from);
 }
 
+size_t FindBytes(std::string_view s, std::string_view sub, size_t from) {
+  if (from > s.size()) return std::string::npos;
+  if (sub.empty()) return from;
+  const void* hit = memmem(s.data() + from, s.size() - from, sub.data(), sub.size());
+  return hit ? static_cast<size_t>(static_cast<const char*>(hit) - s.data()) : std::string::npos;
+}
+
+size_t RFindBytes(std::string_view s, std::string_view sub) {
+  if (sub.size() > s.size()) return std::string::npos;
+  const std::string reversed(s.rbegin(), s.rend()), reversed_sub(sub.rbegin(), sub.rend());
+  const size_t hit = FindBytes(reversed, reversed_sub);
+  return hit == std::string::npos ? hit : s.size() - hit - sub.size();
+}
+
 std::vector<Text> Split(const Text& s, const std::optional<std::string>& sep, int64_t maxsplit) {
   std::vector<Text> parts;
   const std::string& b = s.bytes();
   if (maxsplit < 0) maxsplit = INT64_MAX;
   if (sep) {
     size_t start = 0;
-    for (size_t hit; maxsplit > 0 && (hit = b.find(*sep, start)) != std::string::npos; --maxsplit) {
+    for (size_t hit; maxsplit > 0 && (hit = FindBytes(b, *sep, start)) != std::string::npos; --maxsplit) {
       parts.push_back(s.Substr(start, hit - start));
       start = hit + sep->size();
     }
@@ -290,13 +305,14 @@ std::vector<Text> RSplit(const Text& s, const std::optional<std::string>& sep, i
   const std::string& b = s.bytes();
   if (maxsplit < 0) maxsplit = INT64_MAX;
   if (sep) {
+    // Forward searches in the reversed string: one copy, linear time (see FindBytes).
+    const std::string reversed(b.rbegin(), b.rend()), reversed_sep(sep->rbegin(), sep->rend());
     size_t end = b.size();
-    while (maxsplit > 0 && end >= sep->size()) {
-      const size_t hit = b.rfind(*sep, end - sep->size());
-      if (hit == std::string::npos) break;
+    for (size_t r; maxsplit > 0 && (r = FindBytes(reversed, reversed_sep, b.size() - end)) != std::string::npos;
+         --maxsplit) {
+      const size_t hit = b.size() - r - sep->size();
       parts.push_back(s.Substr(hit + sep->size(), end - hit - sep->size()));
       end = hit;
-      --maxsplit;
     }
     parts.push_back(s.Substr(0, end));
   } else {
@@ -349,7 +365,7 @@ Text Replace(const Text& s, std::string_view old, const Text& replacement, int64
     return out;
   }
   size_t start = 0;
-  for (size_t hit; count > 0 && (hit = b.find(old, start)) != std::string::npos; --count) {
+  for (size_t hit; count > 0 && (hit = FindBytes(b, old, start)) != std::string::npos; --count) {
     out.Append(s.Substr(start, hit - start));
     out.Append(replacement);
     start = hit + old.size();
@@ -366,7 +382,7 @@ int64_t Find(std::string_view s, std::string_view sub, std::optional<int64_t> st
   const int64_t to = ClampIndex(end, length, length);
   if (from > to) return -1;
   const std::string_view window = s.substr(offsets[from], offsets[to] - offsets[from]);
-  const size_t hit = reverse ? window.rfind(sub) : window.find(sub);
+  const size_t hit = reverse ? RFindBytes(window, sub) : FindBytes(window, sub);
   if (hit == std::string_view::npos) return -1;
   const size_t byte = offsets[from] + hit;
   return std::lower_bound(offsets.begin(), offsets.end(), byte) - offsets.begin();
@@ -375,7 +391,7 @@ int64_t Find(std::string_view s, std::string_view sub, std::optional<int64_t> st
 int64_t Count(std::string_view s, std::string_view sub) {
   if (sub.empty()) return static_cast<int64_t>(CodePointCount(s)) + 1;
   int64_t n = 0;
-  for (size_t pos = s.find(sub); pos != std::string_view::npos; pos = s.find(sub, pos + sub.size())) ++n;
+  for (size_t pos = FindBytes(s, sub); pos != std::string::npos; pos = FindBytes(s, sub, pos + sub.size())) ++n;
   return n;
 }
 

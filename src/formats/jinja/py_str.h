@@ -24,6 +24,13 @@ size_t CodePointCount(std::string_view s);
 // Byte offset of every code point, plus s.size() at the end.
 std::vector<size_t> CodePointOffsets(std::string_view s);
 
+// Substring search (bytes) in time linear in the string: glibc's memmem, where std::string::find
+// compares at every position, so that a template's ('a' * 10**6 ~ 'b') in ('a' * 5 * 10**6)
+// took minutes. FindBytes: the first occurrence at or after `from`; RFindBytes: the last.
+// std::string::npos when there is none; an empty `sub` is found at `from` (or at the end).
+size_t FindBytes(std::string_view s, std::string_view sub, size_t from = 0);
+size_t RFindBytes(std::string_view s, std::string_view sub);
+
 bool IsSpace(char32_t c);      // str.isspace (also what str.strip()/split() remove)
 bool IsPrintable(char32_t c);  // str.isprintable (what repr leaves unescaped)
 bool IsLower(std::string_view s);  // str.islower
