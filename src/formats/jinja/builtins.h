@@ -6,6 +6,7 @@
 // Builtins are pure functions of their arguments; errors carry no line (the renderer adds it).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -26,6 +27,13 @@ struct CallArgs {
 struct BuiltinContext {
   size_t max_string_bytes;   // refuse building longer strings (and lists) than this
   NamespaceArena* arena;     // where namespace() puts its objects
+  std::chrono::steady_clock::time_point deadline;  // RenderLimits::max_seconds after the start
+  std::string_view deadline_error;                  // what passing it says
+
+  // For a builtin's own loop over items (select, map): one step to the step count, however long.
+  Status CheckDeadline() const {
+    return std::chrono::steady_clock::now() > deadline ? Status::Error(std::string(deadline_error)) : Status::Ok();
+  }
 };
 
 using FilterFn = Result<Value> (*)(const Value& input, const CallArgs& args, BuiltinContext& ctx);

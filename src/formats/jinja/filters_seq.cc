@@ -105,6 +105,7 @@ Result<Value> SelectOrReject(const Value& input, const CallArgs& args, BuiltinCo
   }
   std::vector<Value> kept;
   for (const Value& item : items) {
+    GK_RETURN_IF_ERROR(ctx.CheckDeadline());
     GK_ASSIGN_OR_RETURN(Value subject, LookupPath(item, attribute));
     bool passed = Truthy(subject);
     if (test) {
@@ -228,6 +229,7 @@ Result<Value> Map(const Value& input, const CallArgs& args, BuiltinContext& ctx)
   if (!filter) return Result<Value>::Error(StrCat("no filter named '", name, "'"));
   CallArgs rest{std::vector<Value>(args.positional.begin() + 1, args.positional.end()), args.keyword};
   for (const Value& item : items) {
+    GK_RETURN_IF_ERROR(ctx.CheckDeadline());
     GK_ASSIGN_OR_RETURN(Value v, filter(item, rest, ctx));
     out.push_back(std::move(v));
   }

@@ -11,8 +11,8 @@
 //
 // Anything the engine cannot render (unknown filters, tests or tags, {% include %}, unbalanced
 // blocks) is refused by Parse, with the line. Render never crashes or hangs on any input: depth,
-// steps and output size are bounded (RenderLimits; nesting is capped so a render needs at most
-// about 1 MB of stack). A Template is immutable once parsed: cheap to copy and safe to Render from
+// steps, output size and time are bounded (RenderLimits; nesting is capped so a render needs at
+// most about 1 MB of stack). A Template is immutable once parsed: cheap to copy and safe to Render from
 // several threads at once.
 #pragma once
 
@@ -40,6 +40,10 @@ struct RenderLimits {
   size_t max_output_bytes = size_t{64} << 20;  // also bounds every string the template builds
   uint64_t max_steps = 50'000'000;             // statements and expressions evaluated
   int max_call_depth = 100;                    // nested macro calls (recursion)
+  // Wall clock, for the work inside a step that the step count cannot see: a step may scan a
+  // string or list of many MB (s[i], x in list, select over a list), so steps alone do not
+  // bound the time. 50M plain steps take about 5 s on one core.
+  double max_seconds = 20;
 };
 
 struct RenderOptions {

@@ -57,6 +57,17 @@ TEST(JinjaLimitsTest, RepeatingNothingAndSearchingAreLinear) {
             "800000 0");
 }
 
+// A step may scan many MB (indexing a long string by code point, `in` over a long list, a select
+// whose test scans a list), so the step count alone does not bound the time: the clock does.
+TEST(JinjaLimitsTest, TheClockBoundsWhatStepsCannotSee) {
+  RenderOptions options;
+  options.limits.max_seconds = 0.25;
+  EXPECT_EQ(RenderOrError("{% set s = 'ä' * 1000000 %}{% for i in range(100000) %}{{ s[i] }}{% endfor %}", "{}", options),
+            "ERROR: chat template line 1: the template ran for more than 0.25 s");
+  EXPECT_EQ(RenderOrError("{% set l = range(100000) | list %}{{ l | select('in', l) | list | length }}", "{}", options),
+            "ERROR: chat template line 1: the template ran for more than 0.25 s");
+}
+
 // The searches' edge cases, as Python gives them.
 TEST(JinjaLimitsTest, SearchesMatchPython) {
   EXPECT_EQ(RenderOrError("{{ 'abcabc'.find('') }}{{ 'abcabc'.rfind('') }}{{ 'abcabc'.rfind('bc') }}{{ 'abcabc'.rfind('x') }}"

@@ -33,7 +33,13 @@ void Scope::Set(std::string_view name, Value value) {
 }
 
 Renderer::Renderer(const RenderLimits& limits)
-    : limits_(limits), builtins_{limits.max_output_bytes, &arena_} {}
+    : limits_(limits),
+      deadline_error_(StrCat("the template ran for more than ", limits.max_seconds, " s")),
+      builtins_{limits.max_output_bytes, &arena_,
+                std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(std::min(limits.max_seconds, 1e9))),
+                deadline_error_} {}
 
 // A macro holds the scope it was defined in, and that scope holds the macro: clearing the scopes
 // breaks those cycles so the render frees everything.
@@ -52,9 +58,14 @@ Result<Text> Renderer::Render(const TemplateAst& ast, const ScopePtr& globals) {
 }
 
 Status Renderer::CountStep(int line) {
-  if (++steps_ <= limits_.max_steps) return Status::Ok();
-  return Status::Error(StrCat("line ", line, ": the template ran for more than ", limits_.max_steps,
-                              " steps (an endless loop?)"));
+  if (++steps_ > limits_.max_steps) {
+    return Status::Error(StrCat("line ", line, ": the template ran for more than ", limits_.max_steps,
+                                " steps (an endless loop?)"));
+  }
+  if (steps_ % 64 == 0) {  // (not at every step: the clock would cost the cheapest steps a share)
+    if (Status late = builtins_.CheckDeadline(); !late.ok()) return Status::Error(StrCat("line ", line, ": ", late.message()));
+  }
+  return Status::Ok();
 }
 
 Status Renderer::Enter(int line) {

@@ -86,6 +86,7 @@ class Renderer {
 
   RenderLimits limits_;
   NamespaceArena arena_;
+  std::string deadline_error_;
   BuiltinContext builtins_;
   Text* out_ = nullptr;
   uint64_t steps_ = 0;
