@@ -39,13 +39,16 @@ const json& DefaultContext() {
 }
 
 // Appends the mark to every string value, except roles and types, which templates compare.
-void MarkStrings(json& j, std::string_view key = {}) {
+// (Not below 300 levels: the engine refuses a context deeper than 256, and the recursion here
+// must not overflow the stack on a long input.)
+void MarkStrings(json& j, std::string_view key = {}, int depth = 0) {
+  if (depth > 300) return;
   if (j.is_string()) {
     if (key != "role" && key != "type") j.get_ref<std::string&>() += kMark;
   } else if (j.is_object()) {
-    for (auto& [k, v] : j.items()) MarkStrings(v, k);
+    for (auto& [k, v] : j.items()) MarkStrings(v, k, depth + 1);
   } else if (j.is_array()) {
-    for (json& v : j) MarkStrings(v);
+    for (json& v : j) MarkStrings(v, {}, depth + 1);
   }
 }
 
