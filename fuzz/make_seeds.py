@@ -9,7 +9,8 @@ OCDBT manifest, b-tree nodes and zarr metadata of a tiny Orbax checkpoint that `
 writes from tests/oracle/make_checkpoint.py's g4_basic model. Files named regress-* are inputs
 that crashed or aborted a parser once: those of issue 24's audit are written here when absent;
 inputs a fuzzer finds are copied in by hand (docs/RELIABILITY.md).
-Stdlib only (the Orbax part needs numpy, for make_checkpoint.py, and libzstd).
+Stdlib only (the Orbax part needs numpy, for make_checkpoint.py, and libzstd; the trained
+tokenizer.model seed Debian's python3-sentencepiece, and is left as it is without it).
 """
 
 import argparse
@@ -95,6 +96,46 @@ def gguf_file():
 
 def seeds_gguf():
     put("gguf_fuzz", "small.gguf", gguf_file())
+
+
+# ---- tokenizer.model (SentencePiece ModelProto) ----
+
+def pb_varint(v):
+    out = b""
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+
+
+def pb_bytes(field, data):
+    return pb_varint(field << 3 | 2) + pb_varint(len(data)) + data
+
+
+def spm_piece(piece, score, piece_type):
+    return pb_bytes(1, piece.encode()) + pb_varint(2 << 3 | 5) + struct.pack("<f", score) + pb_varint(3 << 3) + pb_varint(piece_type)
+
+
+def seeds_sentencepiece():
+    """A ModelProto by hand (trainer spec, every piece type), and one trained by sentencepiece."""
+    pieces = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3), ("<start_of_turn>", 0.0, 4), ("<unused0>", 0.0, 5),
+              ("<0x0A>", 0.0, 6), ("\u2581the", -3.25, 1), ("\u65e5\u672c", -7.5, 1)]
+    model = pb_bytes(2, pb_bytes(1, b"corpus.txt")) + b"".join(pb_bytes(1, spm_piece(*p)) for p in pieces)
+    put("sentencepiece_model_fuzz", "handmade.model", model + pb_bytes(3, pb_bytes(1, b"identity")))
+    try:
+        import io
+        import sentencepiece  # Debian python3-sentencepiece
+    except ImportError:
+        print("seeds_sentencepiece: no sentencepiece module, the trained seed is left as it is")
+        return
+    words = "module top input clk output reg always posedge assign endmodule".split()
+    lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(9)) for i in range(60)]
+    out = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=out, vocab_size=60,
+                                             model_type="bpe", normalization_rule_name="identity",
+                                             control_symbols=["<ctrl>"], minloglevel=2)
+    put("sentencepiece_model_fuzz", "trained-bpe.model", out.getvalue())
 
 
 # ---- zarr (metadata NUL chunk bytes; byte 0 odd = zarr v3) ----
@@ -448,6 +489,7 @@ def main():
     a = ap.parse_args()
     seeds_safetensors()
     seeds_gguf()
+    seeds_sentencepiece()
     seeds_zarr_handmade()
     if a.gemmakit:
         seeds_orbax(a.gemmakit)

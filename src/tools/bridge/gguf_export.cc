@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/sentencepiece_model.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "tensor/dtype.h"
@@ -670,77 +671,6 @@ GgmlType GgufTensorType(const std::string& name, const std::vector<int64_t>& ne,
 
 namespace {
 
-Result<std::vector<SpmPiece>> ParseSentencePieceModelUnguarded(std::string_view bytes, const std::string& origin) {
-  using R = Result<std::vector<SpmPiece>>;
-  const auto* begin = reinterpret_cast<const uint8_t*>(bytes.data());
-  auto bad = [&](const uint8_t* at) {
-    return R::Error(StrCat(origin, ": not a SentencePiece model (damaged protobuf at byte ", at - begin, ")"));
-  };
-  auto varint = [](const uint8_t*& p, const uint8_t* end, uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64 && p < end; shift += 7) {
-      const uint8_t b = *p++;
-      *v |= uint64_t(b & 0x7f) << shift;
-      if (!(b & 0x80)) return true;
-    }
-    return false;
-  };
-  // Skips a field of this wire type; false when it does not fit.
-  auto skip = [&](const uint8_t*& p, const uint8_t* end, uint64_t wire) {
-    uint64_t n = 0;
-    switch (wire) {
-      case 0: return varint(p, end, &n);
-      case 1: if (end - p < 8) return false; p += 8; return true;
-      case 2: if (!varint(p, end, &n) || uint64_t(end - p) < n) return false; p += n; return true;
-      case 5: if (end - p < 4) return false; p += 4; return true;
-      default: return false;
-    }
-  };
-  std::vector<SpmPiece> out;
-  const uint8_t* p = begin;
-  const uint8_t* end = begin + bytes.size();
-  while (p < end) {
-    const uint8_t* at = p;
-    uint64_t key;
-    if (!varint(p, end, &key)) return bad(at);
-    if ((key >> 3) != 1 || (key & 7) != 2) {  // not ModelProto.pieces
-      if (!skip(p, end, key & 7)) return bad(at);
-      continue;
-    }
-    uint64_t len;
-    if (!varint(p, end, &len) || uint64_t(end - p) < len) return bad(at);
-    const uint8_t* q = p;
-    const uint8_t* qend = p + len;
-    p = qend;
-    SpmPiece piece;
-    while (q < qend) {
-      const uint8_t* qat = q;
-      uint64_t k;
-      if (!varint(q, qend, &k)) return bad(qat);
-      const uint64_t field = k >> 3, wire = k & 7;
-      if (field == 1 && wire == 2) {
-        uint64_t n;
-        if (!varint(q, qend, &n) || uint64_t(qend - q) < n) return bad(qat);
-        piece.piece.assign(reinterpret_cast<const char*>(q), n);
-        q += n;
-      } else if (field == 2 && wire == 5) {
-        if (qend - q < 4) return bad(qat);
-        std::memcpy(&piece.score, q, 4);
-        q += 4;
-      } else if (field == 3 && wire == 0) {
-        uint64_t t;
-        if (!varint(q, qend, &t)) return bad(qat);
-        piece.type = int(t);
-      } else if (!skip(q, qend, wire)) {
-        return bad(qat);
-      }
-    }
-    out.push_back(std::move(piece));
-  }
-  if (out.empty()) return R::Error(StrCat(origin, ": a SentencePiece model with no pieces"));
-  return out;
-}
-
 Result<GgufExportPlan> PlanGgufExportUnguarded(const std::string& path, GgufType type, const std::string& model_name) {
   using R = Result<GgufExportPlan>;
   GgufExportPlan plan;
@@ -933,12 +863,8 @@ Result<GgufExportPlan> PlanGgufExportUnguarded(const std::string& path, GgufType
 
 }  // namespace
 
-// tokenizer.model, the config and tokenizer files are outside input: whatever parsing them
-// throws is an error naming them (util/guarded_parse.h).
-Result<std::vector<SpmPiece>> ParseSentencePieceModel(std::string_view bytes, const std::string& origin) {
-  return GuardedParse(origin, [&] { return ParseSentencePieceModelUnguarded(bytes, origin); });
-}
-
+// The config and tokenizer files are outside input: whatever parsing them throws is an error
+// naming them (util/guarded_parse.h).
 Result<GgufExportPlan> PlanGgufExport(const std::string& path, GgufType type, const std::string& model_name) {
   return GuardedParse(path, [&] { return PlanGgufExportUnguarded(path, type, model_name); });
 }

@@ -74,12 +74,4 @@ std::string GgufTensorName(const std::string& hf_name);
 // The element type the converter gives a tensor of this GGUF name and shape (ne order).
 GgmlType GgufTensorType(const std::string& gguf_name, const std::vector<int64_t>& ne, GgufType type);
 
-// One SentencePiece model (tokenizer.model, a ModelProto): its pieces in id order.
-struct SpmPiece {
-  std::string piece;
-  float score = 0.f;
-  int type = 1;  // sentencepiece_model.proto: NORMAL 1, UNKNOWN 2, CONTROL 3, USER_DEFINED 4, UNUSED 5, BYTE 6
-};
-Result<std::vector<SpmPiece>> ParseSentencePieceModel(std::string_view bytes, const std::string& origin);
-
 }  // namespace gk::bridge
