@@ -97,16 +97,17 @@ Result<Value> GetItem(const Value& obj, const Value& key) {
     if (const Value* v = obj.dict().Find(key)) return *v;
   }
   const bool int_key = key.kind() == Kind::kInt || key.kind() == Kind::kBool;
-  if (int_key && (obj.is_string() || (obj.kind() == Kind::kList && IsIndexable(obj.list())))) {
-    const std::vector<size_t> offsets =
-        obj.is_string() ? py::CodePointOffsets(obj.text().bytes()) : std::vector<size_t>();
-    const int64_t length = obj.is_string() ? static_cast<int64_t>(offsets.size()) - 1
-                                           : static_cast<int64_t>(obj.list().items.size());
+  if (int_key && obj.is_string()) {
+    const auto span = py::CodePointSpan(obj.text().bytes(), key.int_value());
+    if (!span) return NoElement(obj, key);
+    return Value::String(obj.text().Substr(span->first, span->second));
+  }
+  if (int_key && obj.kind() == Kind::kList && IsIndexable(obj.list())) {
+    const int64_t length = static_cast<int64_t>(obj.list().items.size());
     int64_t i = key.int_value();
     if (i < 0) i += length;
     if (i < 0 || i >= length) return NoElement(obj, key);
-    if (obj.kind() == Kind::kList) return obj.list().items[i];
-    return Value::String(obj.text().Substr(offsets[i], offsets[i + 1] - offsets[i]));
+    return obj.list().items[i];
   }
   if (key.is_string()) {
     if (std::optional<Value> attribute = Attribute(obj, key.text().bytes())) return *attribute;
@@ -128,12 +129,18 @@ Result<Value> GetSlice(const Value& obj, const Value* start, const Value* stop, 
   }
   const int64_t stride = !step || step->is_none() ? 1 : step->int_value();
   if (stride == 0) return Result<Value>::Error("slice step cannot be zero");
-  const std::vector<size_t> offsets =
-      obj.is_string() ? py::CodePointOffsets(obj.text().bytes()) : std::vector<size_t>();
-  const int64_t length = obj.is_string() ? static_cast<int64_t>(offsets.size()) - 1
-                                         : static_cast<int64_t>(obj.list().items.size());
+  // A string's code point offsets: none needed for ASCII (code point i is byte i).
+  const bool table = obj.is_string() && !py::IsAscii(obj.text().bytes());
+  const std::vector<size_t> offsets = table ? py::CodePointOffsets(obj.text().bytes()) : std::vector<size_t>();
+  auto offset = [&](int64_t i) { return table ? offsets[i] : static_cast<size_t>(i); };
+  const int64_t length = table              ? static_cast<int64_t>(offsets.size()) - 1
+                         : obj.is_string() ? static_cast<int64_t>(obj.text().size())
+                                           : static_cast<int64_t>(obj.list().items.size());
   const int64_t from = AdjustBound(start, length, stride, true);
   const int64_t to = AdjustBound(stop, length, stride, false);
+  if (obj.is_string() && stride == 1) {  // one piece, not one per code point
+    return Value::String(from < to ? obj.text().Substr(offset(from), offset(to) - offset(from)) : Text());
+  }
   std::vector<int64_t> picked;
   for (int64_t i = from; stride > 0 ? i < to : i > to;) {
     picked.push_back(i);
@@ -141,7 +148,7 @@ Result<Value> GetSlice(const Value& obj, const Value* start, const Value* stop, 
   }
   if (obj.is_string()) {
     Text out;
-    for (int64_t i : picked) out.Append(obj.text().Substr(offsets[i], offsets[i + 1] - offsets[i]));
+    for (int64_t i : picked) out.Append(obj.text().Substr(offset(i), offset(i + 1) - offset(i)));
     return Value::String(std::move(out));
   }
   std::vector<Value> items;

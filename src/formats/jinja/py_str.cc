@@ -189,7 +189,22 @@ void AppendUtf8(std::string& out, char32_t c) {
   }
 }
 
+bool IsAscii(std::string_view s) {
+  // ORs over 64-byte blocks, which the compiler vectorizes, stopping at the first block with a
+  // high bit: a string with an early non-ASCII character costs one block, not a whole scan.
+  size_t i = 0;
+  for (; i + 64 <= s.size(); i += 64) {
+    unsigned char any = 0;
+    for (size_t j = 0; j < 64; ++j) any |= static_cast<unsigned char>(s[i + j]);
+    if (any & 0x80) return false;
+  }
+  unsigned char any = 0;
+  for (; i < s.size(); ++i) any |= static_cast<unsigned char>(s[i]);
+  return any < 0x80;
+}
+
 size_t CodePointCount(std::string_view s) {
+  if (IsAscii(s)) return s.size();
   size_t n = 0;
   char32_t c;
   for (size_t pos = 0; pos < s.size(); ++n) pos += DecodeAt(s, pos, &c);
@@ -205,6 +220,49 @@ std::vector<size_t> CodePointOffsets(std::string_view s) {
   }
   offsets.push_back(s.size());
   return offsets;
+}
+
+namespace {
+
+// The start of the code point that ends at `end` (a code point boundary, > 0). Decoding forward,
+// a byte that is not a continuation byte (10xxxxxx) always starts a code point, and a code point
+// of several bytes is such a byte and its continuation bytes. So the last code point is the
+// nearest such byte within 4 bytes if it decodes to exactly the bytes up to `end`, else the last
+// byte alone (an invalid byte, one code point).
+size_t CodePointStartBefore(std::string_view s, size_t end) {
+  auto continuation = [&](size_t i) { return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80; };
+  const size_t floor = end >= 4 ? end - 4 : 0;
+  size_t start = end - 1;
+  while (start > floor && continuation(start)) --start;
+  char32_t c;
+  if (!continuation(start) && DecodeAt(s, start, &c) == end - start) return start;
+  return end - 1;
+}
+
+}  // namespace
+
+std::optional<std::pair<size_t, size_t>> CodePointSpan(std::string_view s, int64_t index) {
+  if (IsAscii(s)) {
+    const int64_t n = static_cast<int64_t>(s.size());
+    if (index < 0) index += n;
+    if (index < 0 || index >= n) return std::nullopt;
+    return std::pair<size_t, size_t>(static_cast<size_t>(index), 1);
+  }
+  if (index < 0) {  // walk back from the end
+    for (size_t end = s.size(); end > 0; ++index) {
+      const size_t start = CodePointStartBefore(s, end);
+      if (index == -1) return std::pair<size_t, size_t>(start, end - start);
+      end = start;
+    }
+    return std::nullopt;
+  }
+  char32_t c;
+  for (size_t pos = 0; pos < s.size(); --index) {
+    const size_t length = DecodeAt(s, pos, &c);
+    if (index == 0) return std::pair<size_t, size_t>(pos, length);
+    pos += length;
+  }
+  return std::nullopt;
 }
 
 bool IsSpace(char32_t c) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "formats/jinja/text.h"
@@ -20,9 +21,15 @@ namespace gk::jinja::py {
 // Decodes the code point at s[pos]; returns its length in bytes (>= 1).
 size_t DecodeAt(std::string_view s, size_t pos, char32_t* code_point);
 void AppendUtf8(std::string& out, char32_t code_point);
+bool IsAscii(std::string_view s);  // every byte below 0x80: code point i is byte i
 size_t CodePointCount(std::string_view s);
 // Byte offset of every code point, plus s.size() at the end.
 std::vector<size_t> CodePointOffsets(std::string_view s);
+// The bytes [first, first + second) of code point `index` (negative counts from the end, as in
+// Python), or nothing when it is out of range. Builds no table: an ASCII string is indexed
+// directly, any other walked forward to s[i] or back from the end to s[-i], so a loop of s[i]
+// over a long string no longer allocates and decodes the whole string at every step.
+std::optional<std::pair<size_t, size_t>> CodePointSpan(std::string_view s, int64_t index);
 
 // Substring search (bytes) in time linear in the string: glibc's memmem, where std::string::find
 // compares at every position, so that a template's ('a' * 10**6 ~ 'b') in ('a' * 5 * 10**6)

@@ -91,6 +91,57 @@ TEST(JinjaPyStrTest, FindCountReplaceByCodePoint) {
   EXPECT_EQ(Bytes(Replace(T("aaa"), "a", T("b"), 2)), "bba");
 }
 
+TEST(JinjaPyStrTest, CodePointSpansIndexLikePython) {
+  using Span = std::optional<std::pair<size_t, size_t>>;
+  EXPECT_TRUE(IsAscii(""));
+  EXPECT_TRUE(IsAscii("hello\x7f"));
+  EXPECT_FALSE(IsAscii(std::string(1000, 'a') + "\xc3\xa9"));
+  EXPECT_EQ(CodePointSpan("hello", 0), Span({0, 1}));
+  EXPECT_EQ(CodePointSpan("hello", -1), Span({4, 1}));
+  EXPECT_EQ(CodePointSpan("hello", -5), Span({0, 1}));
+  EXPECT_EQ(CodePointSpan("hello", 5), std::nullopt);
+  EXPECT_EQ(CodePointSpan("hello", -6), std::nullopt);
+  EXPECT_EQ(CodePointSpan("", 0), std::nullopt);
+  EXPECT_EQ(CodePointSpan("", -1), std::nullopt);
+  const std::string s = "h\xc3\xa9\xf0\x9f\x99\x82!";  // h, é (2 bytes), 🙂 (4 bytes), !
+  EXPECT_EQ(CodePointSpan(s, 1), Span({1, 2}));
+  EXPECT_EQ(CodePointSpan(s, 2), Span({3, 4}));
+  EXPECT_EQ(CodePointSpan(s, 3), Span({7, 1}));
+  EXPECT_EQ(CodePointSpan(s, 4), std::nullopt);
+  EXPECT_EQ(CodePointSpan(s, -2), Span({3, 4}));
+  EXPECT_EQ(CodePointSpan(s, -4), Span({0, 1}));
+  EXPECT_EQ(CodePointSpan(s, -5), std::nullopt);
+  EXPECT_EQ(CodePointSpan(s, INT64_MIN), std::nullopt);
+  EXPECT_EQ(CodePointSpan(s, INT64_MAX), std::nullopt);
+  const std::string bad = "a\xff\xc3(";  // each invalid byte is one code point
+  EXPECT_EQ(CodePointSpan(bad, 1), Span({1, 1}));
+  EXPECT_EQ(CodePointSpan(bad, 2), Span({2, 1}));
+  EXPECT_EQ(CodePointSpan(bad, -1), Span({3, 1}));
+  // Every index of every string agrees with the offset table: these, and random strings of
+  // ASCII, lead, continuation and invalid bytes (walking back must cut them as decoding forward does).
+  std::vector<std::string> texts = {s, bad, "abc", "\xe2\x82", "\xe2\x82\x82\xac", "\xf0\xe2\x82\xac", "\xc3\xa9\xa9"};
+  uint32_t state = 12345;
+  const unsigned char alphabet[] = {'a', 0x80, 0x82, 0xa9, 0xbf, 0xc0, 0xc3, 0xe2, 0xed, 0xf0, 0xf4, 0xf8, 0xff};
+  for (int n = 0; n < 2000; ++n) {
+    std::string t;
+    for (int len = n % 12; len > 0; --len) {
+      state = state * 1664525u + 1013904223u;
+      t += static_cast<char>(alphabet[(state >> 16) % sizeof alphabet]);
+    }
+    texts.push_back(t);
+  }
+  for (const std::string& text : texts) {
+    const std::vector<size_t> offsets = CodePointOffsets(text);
+    const int64_t n = static_cast<int64_t>(offsets.size()) - 1;
+    EXPECT_EQ(CodePointCount(text), static_cast<size_t>(n));
+    for (int64_t i = -n - 2; i < n + 2; ++i) {
+      const int64_t k = i < 0 ? i + n : i;
+      const Span want = k >= 0 && k < n ? Span({offsets[k], offsets[k + 1] - offsets[k]}) : std::nullopt;
+      ASSERT_EQ(CodePointSpan(text, i), want) << i << " in " << StrRepr(text);
+    }
+  }
+}
+
 TEST(JinjaPyStrTest, InvalidUtf8NeverBreaks) {
   const std::string bad = "a\xff\xc3(b\xe2\x82";
   EXPECT_EQ(CodePointCount(bad), 7u);
