@@ -169,10 +169,6 @@ int RunTrain(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   CLI11_PARSE(app, argc, argv);
 
-  std::error_code config_ec;
-  if (std::filesystem::is_directory(config_path, config_ec)) {  // an ifstream reads a directory as empty
-    return Fail(StrCat("cannot read recipe ", config_path, ": is a directory"));
-  }
   auto device = ParseDeviceSpec(engine.device);
   if (!device.ok()) return Fail(device.status());
   if (Status st = CheckDeviceAvailable(*device); !st.ok()) return Fail(st);

@@ -1,13 +1,12 @@
 #include "util/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace gk {
 namespace {
@@ -86,13 +85,37 @@ Status WriteFileAtomic(const std::string& path, std::string_view contents) {
   return f.Commit();
 }
 
+Status CheckReadableFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Status::Error(StrCat("cannot open ", path, ": ", Errno()));
+  if (S_ISDIR(st.st_mode)) return Status::Error(StrCat("cannot read ", path, ": it is a directory"));
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+    return Status::Error(StrCat("cannot read ", path, ": it is a device, not a file"));
+  }
+  return Status::Ok();
+}
+
 Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Result<std::string>::Error(StrCat("cannot open ", path, ": ", Errno()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Result<std::string>::Error(StrCat("cannot read ", path));
-  return ss.str();
+  GK_RETURN_IF_ERROR(CheckReadableFile(path));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Result<std::string>::Error(StrCat("cannot open ", path, ": ", Errno()));
+  std::string out;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string err = Errno();
+      ::close(fd);
+      return Result<std::string>::Error(StrCat("cannot read ", path, ": ", err));
+    }
+    if (n == 0) break;
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 Status FsyncDir(const std::string& dir) {

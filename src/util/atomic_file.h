@@ -51,6 +51,12 @@ class TmpDirGuard {
  private:
   std::string path_;
 };
+
+// Refuses what is not a file to read: a directory, or a device (a checkpoint from the internet
+// may hold a symlink to /dev/zero or /dev/urandom, which would be read until memory runs out).
+// Pipes are read, so `--config <(command)` works.
+Status CheckReadableFile(const std::string& path);
+// The whole file, after CheckReadableFile.
 Result<std::string> ReadFile(const std::string& path);
 
 }  // namespace gk

@@ -185,6 +185,19 @@ def bad_tokenizer(d):
         f.write('{"model": {"type": "BPE", "vocab": {"a": 1e999}}}')
 
 
+def replaced_by(target, name):
+    """A checkpoint from the internet may hold symlinks: one to a device would be read forever."""
+    def damage(d):
+        path = os.path.join(d, name)
+        if os.path.lexists(path):
+            os.remove(path)
+        if target == "directory":
+            os.makedirs(path)
+        else:
+            os.symlink(target, path)
+    return damage
+
+
 TOKENS = ["--tokens", "2,10,11,12,13,14,15,16,17,18,19,20"]
 CASES = [
     # No usable GPU here (no CUDA build, no device, or the runner not written yet): one line.
@@ -219,6 +232,13 @@ CASES = [
      "field 'hidden_size' has the wrong type or is out of range"),
     ("tokenizer.json number too large for a double", bad_tokenizer, ["--text", "hi"],
      "tokenizer.json: not valid JSON: number overflow"),
+    ("config.json a symlink to /dev/zero", replaced_by("/dev/zero", "config.json"), TOKENS,
+     "config.json: it is a device, not a file"),
+    ("config.json a directory", replaced_by("directory", "config.json"), TOKENS, "config.json: it is a directory"),
+    ("tokenizer.json a symlink to /dev/urandom", replaced_by("/dev/urandom", "tokenizer.json"), ["--text", "hi"],
+     "tokenizer.json: it is a device, not a file"),
+    ("model.safetensors a symlink to /dev/zero", replaced_by("/dev/zero", "model.safetensors"), TOKENS,
+     "model.safetensors: not a regular file"),
 ]
 
 
@@ -312,6 +332,14 @@ def train_on_cuda(root, model):  # the device is checked before the recipe is re
     return ["train", "--config", os.path.join(root, "no-such-recipe.toml"), "--device", "cuda:7"]
 
 
+def recipe_dev_zero(root, model):
+    return ["train", "--config", "/dev/zero"]
+
+
+def bench_compare_dev_zero(root, model):
+    return ["bench", "compare", "/dev/zero", "/dev/zero"]
+
+
 def report_bad_run_json(root, model):
     a = write(os.path.join(root, "run_a", "run.json"), '{"label": "a", "price_per_hour": 1e999}')
     b = write(os.path.join(root, "run_b", "run.json"), '{"label": "b"}')
@@ -336,6 +364,8 @@ CMD_CASES = [
     ("bench model --prefill-attention on the CPU", bench_model_gpu_flag_on_cpu,
      "bench model: --prefill-attention takes --device cuda"),
     ("serve --batch-invariant on the CPU", serve_batch_invariant_on_cpu, "--batch-invariant takes --device cuda"),
+    ("TOML recipe is /dev/zero", recipe_dev_zero, "/dev/zero: it is a device, not a file"),
+    ("bench compare input is /dev/zero", bench_compare_dev_zero, "/dev/zero: it is a device, not a file"),
 ]
 
 

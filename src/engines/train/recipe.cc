@@ -1,22 +1,19 @@
 #include "engines/train/recipe.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <regex>
-#include <sstream>
 #include <string_view>
 #include <variant>
 
 #include <toml++/toml.h>
 
 #include "model/train/lora.h"
+#include "util/atomic_file.h"
 #include "util/guarded_parse.h"
 #include "util/parse_toml.h"
 
@@ -309,12 +306,9 @@ Result<TrainRecipe> ParseRecipe(const std::string& toml_text, const std::string&
 }
 
 Result<TrainRecipe> LoadRecipe(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Result<TrainRecipe>::Error(StrCat("cannot read recipe ", path, ": ", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Result<TrainRecipe>::Error(StrCat("cannot read recipe ", path, ": ", std::strerror(errno)));
-  return ParseRecipe(text.str(), path);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return Result<TrainRecipe>::Error(StrCat("recipe: ", text.message()));
+  return ParseRecipe(*text, path);
 }
 
 Status ApplyOverrides(TrainRecipe& recipe, const std::vector<std::string>& overrides) {

@@ -1,12 +1,12 @@
 #include "tools/cost/artifacts.h"
 
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "util/atomic_file.h"
 #include "util/guarded_parse.h"
 
 namespace gk::cost {
@@ -15,11 +15,8 @@ namespace {
 using nlohmann::json;
 
 Result<json> ReadJson(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(StrCat(path, ": cannot read the file"));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  GK_ASSIGN_OR_RETURN(json j, ParseJson(ss.str(), path));
+  GK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  GK_ASSIGN_OR_RETURN(json j, ParseJson(text, path));
   if (!j.is_object()) return Status::Error(StrCat(path, ": expected a JSON object"));
   return j;
 }

@@ -2,14 +2,12 @@
 
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include <toml++/toml.h>
 
 #include "tensor/thread_pool.h"
 #include "tools/bench/ceilings.h"
 #include "tools/cost/hardware_catalog_data.h"
+#include "util/atomic_file.h"
 #include "util/guarded_parse.h"
 #include "util/parse_toml.h"
 
@@ -94,11 +92,9 @@ Result<HardwareCatalog> HardwareCatalog::Default() { return Parse(kDefaultHardwa
 
 Result<HardwareCatalog> HardwareCatalog::Load(const std::string& path) {
   if (path.empty()) return Default();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(StrCat("--catalog ", path, ": cannot read the file"));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return Parse(ss.str(), path);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return Status::Error(StrCat("--catalog: ", text.message()));
+  return Parse(*text, path);
 }
 
 std::vector<std::string> HardwareCatalog::Names() const {

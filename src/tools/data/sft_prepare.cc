@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/atomic_file.h"
 #include "util/guarded_parse.h"
 
 namespace gk::data {
@@ -348,6 +349,7 @@ Result<std::vector<TokenRow>> PrepareSft(const std::string& jsonl_path, const To
   using R = Result<std::vector<TokenRow>>;
   if (options.max_seq_len < 1) return R::Error(StrCat("max_seq_len is ", options.max_seq_len, ", must be >= 1"));
   GK_RETURN_IF_ERROR(CheckTurnTokens(tokenizer));  // a wrong tokenizer fails every row: say so once
+  GK_RETURN_IF_ERROR(CheckReadableFile(jsonl_path));  // not a directory or /dev/zero, read line by line
   std::ifstream in(jsonl_path, std::ios::binary);
   if (!in) return R::Error(StrCat("cannot open ", jsonl_path, ": ", std::strerror(errno)));
   SftPrepareReport rep;

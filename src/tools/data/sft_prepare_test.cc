@@ -288,6 +288,11 @@ TEST(PrepareSftTest, OnlyAnUnreadableFileIsAnError) {
   auto missing = PrepareSft("/nonexistent/sft.jsonl", LayoutTokenizer(true), Gemma4Format(), {}, &rep);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("/nonexistent/sft.jsonl"), std::string::npos) << missing.message();
+  // A device would be read forever (one endless line of NULs); a directory reads as nothing.
+  EXPECT_EQ(PrepareSft("/dev/zero", LayoutTokenizer(true), Gemma4Format(), {}, &rep).message(),
+            "cannot read /dev/zero: it is a device, not a file");
+  EXPECT_EQ(PrepareSft("/tmp", LayoutTokenizer(true), Gemma4Format(), {}, &rep).message(),
+            "cannot read /tmp: it is a directory");
 
   static const char kGarbage[] = "\x00\x01\xfe{{{\n[[[[[[\n\"x\n";
   const std::string path = WriteJsonl("gk_sft_garbage", std::string(kGarbage, sizeof(kGarbage) - 1));
