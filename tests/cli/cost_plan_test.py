@@ -92,7 +92,7 @@ def test_artifacts(gk, tmp):
     with open(bad, "w") as f:
         f.write("{not json")
     expect_error(gk, ["cost", "--training-run", run_json, "--hardware", "tpu-v9"], "unknown hardware 'tpu-v9' (known: ")
-    expect_error(gk, ["cost", "--training-run", os.path.join(tmp, "absent.json"), "--hardware", "tpu-v5p-8"], "cannot read")
+    expect_error(gk, ["cost", "--training-run", os.path.join(tmp, "absent.json"), "--hardware", "tpu-v5p-8"], "absent.json: No such file")
     expect_error(gk, ["cost", "--training-run", bad, "--hardware", "tpu-v5p-8"], "not valid JSON")
     expect_error(gk, ["cost", "--bench", bad, "--hardware", "tpu-v5p-8"], "not valid JSON")
     expect_error(gk, ["cost", "--training-run", run_json], "no price")

@@ -203,7 +203,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gemma3-270m", DType::kF32, DType::kF32, 1e-4},
                       Case{"tiny", DType::kBF16, DType::kF16, 2e-3}, Case{"tiny-e2b", DType::kBF16, DType::kF16, 4e-3},
                       Case{"gemma3-270m", DType::kBF16, DType::kBF16, 2e-3},
-                      Case{"tiny", DType::kBF16, DType::kFp8E4m3, 6e-2}, Case{"tiny", DType::kF32, DType::kFp8E5m2, 3e-2},
+                      // fp8 E4M3 keeps 3 mantissa bits: a K or V value that the two runners' bf16
+                      // sums put on either side of a rounding edge differs by a whole step. The CPU
+                      // reference's sums depend on its ISA: 6.12e-2 with AVX2 (AMD EPYC), under
+                      // 6e-2 with AVX-512, where this bound was first measured.
+                      Case{"tiny", DType::kBF16, DType::kFp8E4m3, 8e-2}, Case{"tiny", DType::kF32, DType::kFp8E5m2, 3e-2},
                       Case{"tiny", DType::kF32, DType::kF32, 1e-4, 8}, Case{"tiny-e2b", DType::kF32, DType::kF32, 1e-4, 8},
                       Case{"gemma3-270m", DType::kF32, DType::kF32, 1e-4, 8}, Case{"tiny", DType::kBF16, DType::kF16, 1e-2, 8},
                       Case{"tiny-moe", DType::kF32, DType::kF32, 1e-4}, Case{"tiny-moe", DType::kBF16, DType::kF16, 5e-3},
